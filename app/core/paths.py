@@ -19,7 +19,11 @@ APP_NAME = "Swapless"
 def app_home() -> Path:
     """Return the directory that holds all Swapless data, creating it if needed."""
     override = os.environ.get(HOME_ENV)
-    home = Path(override).expanduser() if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    home = (
+        Path(override).expanduser()
+        if override
+        else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    )
     home.mkdir(parents=True, exist_ok=True)
     return home
 

@@ -1,0 +1,68 @@
+"""The `swapless` command: the desktop app by default, plus headless subcommands.
+
+Subcommands are for people without a display, scripts and tests. Every `KnownError`
+becomes one line on stderr and exit code 2; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app import __version__
+from app.cli import blas
+from app.core.errors import KnownError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a single line on stderr, exit code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"swapless: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of every subcommand."""
+    from app.cli import chat_command, make_model_command
+
+    parser = _OneLineParser(
+        prog="swapless",
+        description="Chat with local MLX models without letting the KV cache eat the machine.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"swapless {__version__}"
+    )
+    subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
+    for module in (chat_command, make_model_command):
+        module.register(subcommands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    blas.reexec_with_openblas(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["chat", *argv])
+    try:
+        return int(args.run(args) or EXIT_OK)
+    except KnownError as exc:
+        print(f"swapless: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        # Argument validation of the core raises ValueError with a user-facing message.
+        print(f"swapless: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def main_gui() -> int:
+    """Entry point of the double-clickable app."""
+    return main([])

@@ -1,0 +1,53 @@
+"""The per-turn report the CLI prints as JSON and the UI shows under a reply."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class TurnReport:
+    """Everything measured about one turn.
+
+    Attributes:
+        reply: The assistant's reply text.
+        prompt_tokens: Tokens of the whole prompt.
+        reused_tokens: Prompt tokens served from a cache.
+        reuse_source: ``none``, ``memory`` or ``disk``.
+        new_tokens: Prompt tokens that were prefilled.
+        generated_tokens: Tokens generated (EOS included when it ended the reply).
+        context_tokens: Tokens the KV cache holds after the turn.
+        kv_bytes: Bytes the KV cache holds after the turn.
+        kv_bits: KV precision of the stored entries.
+        ttft_s: Seconds to the first token.
+        prefill_s: Seconds spent prefilling.
+        tokens_per_s: Decode speed.
+        peak_memory_bytes: MLX peak memory during the turn.
+        finish_reason: ``stop``, ``length`` or ``cancelled``.
+        conversation_id: The stored conversation, when a store is used.
+        message_id: The stored reply, when a store is used.
+    """
+
+    reply: str
+    prompt_tokens: int
+    reused_tokens: int
+    reuse_source: str
+    new_tokens: int
+    generated_tokens: int
+    context_tokens: int
+    kv_bytes: int
+    kv_bits: int
+    ttft_s: float
+    prefill_s: float
+    tokens_per_s: float
+    peak_memory_bytes: int
+    finish_reason: str
+    conversation_id: int | None = None
+    message_id: int | None = None
+
+    def to_json(self) -> dict:
+        """Return the report as a JSON-ready dict with rounded timings."""
+        data = asdict(self)
+        for key in ("ttft_s", "prefill_s", "tokens_per_s"):
+            data[key] = round(data[key], 4)
+        return data

@@ -1,0 +1,63 @@
+"""Backend decisions in one place: what dtype and weight layout is fast on this device.
+
+On Apple Silicon (Metal) quantized weights with fp16/bf16 activations are the fast path.
+On the CPU backend the opposite holds (shared/NOTES-mlx.md): quantized matmuls with
+fp16/bf16 activations are 10–40× slower than fp32, and dense fp32 matmuls use BLAS. So on
+CPU, quantized layers are dequantized and every parameter is upcast to float32 after
+loading.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+
+def uses_metal() -> bool:
+    """Return True when MLX runs on the GPU through Metal."""
+    try:
+        return bool(mx.metal.is_available())
+    except Exception:  # older MLX builds without the metal module
+        return False
+
+
+def backend_name() -> str:
+    """Return a short name of the active backend for reports."""
+    return "metal" if uses_metal() else "cpu"
+
+
+def adapt_model(model: nn.Module) -> nn.Module:
+    """Convert a freshly loaded model to the fast layout of this backend.
+
+    Args:
+        model: A model as ``mlx_lm`` loaded it.
+
+    Returns:
+        The same model on Metal; on CPU a model with dense float32 parameters.
+    """
+    if uses_metal():
+        return model
+    from mlx_lm.utils import dequantize_model
+
+    if any(
+        isinstance(m, nn.QuantizedLinear | nn.QuantizedEmbedding)
+        for _, m in model.named_modules()
+    ):
+        model = dequantize_model(model)
+    model.set_dtype(mx.float32)
+    mx.eval(model.parameters())
+    return model
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    """Return the bytes held by the model's parameters."""
+    return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+
+
+def activation_dtype_name(model: nn.Module) -> str:
+    """Return the dtype of the model's first floating-point parameter."""
+    for _, value in tree_flatten(model.parameters()):
+        if mx.issubdtype(value.dtype, mx.floating):
+            return str(value.dtype).removeprefix("mlx.core.")
+    return "float32"

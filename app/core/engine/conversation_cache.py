@@ -1,0 +1,189 @@
+"""The KV cache of one conversation, kept across turns, and the token ids it holds.
+
+A new turn reuses the longest common prefix of the cached ids and the new prompt's ids
+and trims whatever the cache holds past it, so only the remainder is prefilled
+(shared/NOTES-mlx.md: greedy output with reuse equals a full re-prefill).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
+
+from app.core.errors import KnownError
+from app.core.generation_settings import KVSettings
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    """Return how many leading ids two token lists share."""
+    limit = min(len(a), len(b))
+    for index in range(limit):
+        if a[index] != b[index]:
+            return index
+    return limit
+
+
+class ConversationCache:
+    """A per-layer KV cache plus the exact token ids whose keys and values it holds.
+
+    Args:
+        model: The loaded model (decides the cache classes, e.g. sliding windows).
+        kv: The precision this cache is created for.
+    """
+
+    def __init__(self, model: nn.Module, kv: KVSettings):
+        self.model = model
+        self.kv = kv
+        self.layers: list = make_prompt_cache(model)
+        self.token_ids: list[int] = []
+        self._check_quantizable()
+
+    def _check_quantizable(self) -> None:
+        if not self.kv.quantized:
+            return
+        for layer in self.layers:
+            if not hasattr(layer, "to_quantized") and not isinstance(
+                layer, QuantizedKVCache
+            ):
+                raise KnownError(
+                    f"This model's cache ({type(layer).__name__}) cannot be quantized; "
+                    "use 16-bit KV for it."
+                )
+            if type(layer).__name__ == "RotatingKVCache":
+                raise KnownError(
+                    "This model uses sliding-window layers, whose cache mlx-lm cannot "
+                    "quantize yet; use 16-bit KV for it."
+                )
+        head_dim = layer_head_dim(self.model)
+        if head_dim and head_dim % self.kv.group_size:
+            valid = [str(g) for g in (32, 64, 128) if head_dim % g == 0]
+            raise ValueError(
+                f"kv_group {self.kv.group_size} does not divide this model's head "
+                f"dimension {head_dim}; use one of {', '.join(valid)}"
+            )
+
+    @property
+    def offset(self) -> int:
+        """Tokens held by the cache (its next position)."""
+        first = self.layers[0] if self.layers else None
+        return int(getattr(first, "offset", 0)) if first is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the cache's arrays occupy (allocation, in 256-token steps)."""
+        return sum(layer.nbytes for layer in self.layers if not layer.empty())
+
+    @property
+    def bits_in_use(self) -> int:
+        """Precision the stored entries have now (16 until quantization starts)."""
+        for layer in self.layers:
+            if isinstance(layer, QuantizedKVCache):
+                return int(layer.bits)
+        return 16
+
+    def matches_precision(self, kv: KVSettings) -> bool:
+        """Return True when this cache can continue under the requested precision."""
+        quantized = [
+            layer for layer in self.layers if isinstance(layer, QuantizedKVCache)
+        ]
+        if not quantized:
+            # Unquantized entries convert on their own once quantized_kv_start is passed.
+            return True
+        if not kv.quantized:
+            return False
+        return all(
+            layer.bits == kv.bits and layer.group_size == kv.group_size
+            for layer in quantized
+        )
+
+    def trim_to(self, keep: int) -> None:
+        """Drop every entry after the first ``keep`` tokens.
+
+        Args:
+            keep: Tokens to keep, at most the current length.
+        """
+        excess = self.offset - keep
+        if excess > 0:
+            trimmed = [layer.trim(excess) for layer in self.layers]
+            if any(n != excess for n in trimmed):
+                raise RuntimeError(f"cache trim removed {trimmed} instead of {excess}")
+        self.token_ids = self.token_ids[:keep]
+
+    def can_trim(self) -> bool:
+        """Return True when every layer supports dropping its newest entries."""
+        return all(layer.is_trimmable() for layer in self.layers)
+
+    def prepare_for(self, prompt_ids: list[int]) -> int:
+        """Make the cache a prefix of ``prompt_ids`` and return how many ids it holds.
+
+        At least one prompt token is always left to prefill, since generation needs the
+        logits of the last prompt token.
+
+        Args:
+            prompt_ids: The full prompt of the coming turn.
+
+        Returns:
+            The number of prompt tokens reused from the cache.
+        """
+        reuse = common_prefix_length(self.token_ids, prompt_ids)
+        reuse = min(reuse, len(prompt_ids) - 1)
+        if reuse < self.offset:
+            if not self.can_trim():
+                self.reset()
+                return 0
+            self.trim_to(reuse)
+        return reuse
+
+    def reconcile(self, ids: list[int]) -> None:
+        """Record ``ids`` as the cache's content, fixing any off-by-one at the end.
+
+        After generation the cache holds the prompt plus every token fed back into the
+        model; ``ids`` is what the caller believes was fed. Whichever is longer is cut.
+        """
+        held = self.offset
+        if held > len(ids):
+            self.token_ids = list(ids)
+            self.trim_to(len(ids))
+        else:
+            self.token_ids = list(ids[:held])
+
+    def reset(self) -> None:
+        """Forget everything (a fresh cache of the same precision)."""
+        self.layers = make_prompt_cache(self.model)
+        self.token_ids = []
+
+    def clone(self) -> ConversationCache:
+        """Return an independent deep copy (plain copies share MLX buffers)."""
+        twin = ConversationCache.__new__(ConversationCache)
+        twin.model = self.model
+        twin.kv = self.kv
+        twin.layers = copy.deepcopy(self.layers)
+        twin.token_ids = list(self.token_ids)
+        return twin
+
+    def evaluate(self) -> None:
+        """Force pending cache computations (before timing or measuring memory)."""
+        mx.eval([layer.state for layer in self.layers if not layer.empty()])
+
+
+def layer_head_dim(model: nn.Module) -> int | None:
+    """Return the attention head dimension of the model's first attention layer."""
+    layers = getattr(model, "layers", None) or []
+    for layer in layers:
+        attention = getattr(layer, "self_attn", None)
+        head_dim = getattr(attention, "head_dim", None)
+        if head_dim:
+            return int(head_dim)
+    args = getattr(model, "args", None)
+    if args is not None:
+        head_dim = getattr(args, "head_dim", None)
+        if head_dim:
+            return int(head_dim)
+        hidden = getattr(args, "hidden_size", None)
+        heads = getattr(args, "num_attention_heads", None)
+        if hidden and heads:
+            return int(hidden) // int(heads)
+    return None

@@ -1,0 +1,344 @@
+"""The engine: one long-lived thread that owns MLX, the model and every KV cache.
+
+MLX streams belong to the thread that created them (mlx >= 0.31.2), so the model is
+loaded and every generation runs on the same thread. Callers on any thread (the CLI's
+main thread, a Qt worker) submit requests and receive events in order through a
+`TurnHandle`; an exception raised on the engine thread travels to the consumer and is
+re-raised there; a cancel flag is checked after every token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.core.engine.events import GenerationEvent, ModelInfo
+from app.core.errors import KnownError
+from app.core.generation_settings import KVSettings, SamplingSettings
+
+_DONE = object()
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """A snapshot of one conversation's cache.
+
+    Attributes:
+        tokens: Tokens the cache holds.
+        kv_bytes: Bytes its arrays occupy.
+        kv_bits: Precision of the stored entries.
+    """
+
+    tokens: int
+    kv_bytes: int
+    kv_bits: int
+
+
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class TurnHandle:
+    """The consumer's side of one streamed turn.
+
+    Iterate it to receive `PrefillProgress` and `GenerationEvent` objects in order; the
+    iteration ends after the event whose ``finish_reason`` is set. `cancel` may be
+    called from any thread.
+    """
+
+    def __init__(self):
+        self._events: queue.Queue = queue.Queue()
+        self._cancel = threading.Event()
+        self.final: GenerationEvent | None = None
+
+    def cancel(self) -> None:
+        """Ask the engine to stop after the current token."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once `cancel` was called."""
+        return self._cancel.is_set()
+
+    def _put(self, item: Any) -> None:
+        self._events.put(item)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item = self._events.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            if isinstance(item, GenerationEvent) and item.finished:
+                self.final = item
+            yield item
+
+    def wait(self) -> GenerationEvent:
+        """Consume every event and return the final one."""
+        for _ in self:
+            pass
+        if self.final is None:
+            raise RuntimeError("turn ended without a final event")
+        return self.final
+
+    def text(self) -> str:
+        """Consume every event and return the whole reply text."""
+        parts = [e.text for e in self if isinstance(e, GenerationEvent)]
+        return "".join(parts)
+
+
+class Engine:
+    """Owns the model and the conversation caches on one dedicated thread.
+
+    Args:
+        max_idle_caches: Conversation caches kept besides the active one; older ones
+            are dropped (their conversations re-prefill on their next turn).
+    """
+
+    def __init__(self, max_idle_caches: int = 2):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._loaded = None
+        self._caches: OrderedDict[str, Any] = OrderedDict()
+        self._max_idle_caches = max_idle_caches
+        self._info: ModelInfo | None = None
+        self._closed = False
+
+    # -- thread plumbing -------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        with self._thread_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="swapless-engine", daemon=True
+                )
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            function, args, future = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:  # travels to the caller through the future
+                future.set_exception(exc)
+
+    def submit(self, function: Callable, *args) -> Future:
+        """Run ``function(*args)`` on the engine thread; return its future."""
+        if self._closed:
+            raise RuntimeError("the engine was shut down")
+        self._ensure_thread()
+        future: Future = Future()
+        self._jobs.put((function, args, future))
+        return future
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Wait (up to ``timeout`` s) for the jobs already queued, then refuse new ones.
+
+        The thread itself is parked, never ended: an MLX thread that exits after
+        importing model modules aborts the whole process ("terminate called without an
+        active exception", measured with mlx 0.32.4), so it stays until the process
+        exits (it is a daemon thread).
+        """
+        if self._thread is None or not self._thread.is_alive():
+            self._closed = True
+            return
+        drained = self.submit(lambda: None)
+        self._closed = True
+        with contextlib.suppress(Exception):  # a failing last job was reported already
+            drained.result(timeout)
+
+    # -- model -----------------------------------------------------------------------
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        """The loaded model, or None."""
+        return self._info
+
+    def load(self, folder: str | Path) -> ModelInfo:
+        """Load a model folder on the engine thread (blocking); drops all caches."""
+        return self.submit(self._load, folder).result()
+
+    def load_async(self, folder: str | Path) -> Future:
+        """Like `load` but returns a future."""
+        return self.submit(self._load, folder)
+
+    def _load(self, folder: str | Path) -> ModelInfo:
+        import mlx.core as mx
+
+        from app.core.engine.loader import load_model_folder
+
+        self._caches.clear()
+        self._loaded = None
+        self._info = None
+        mx.clear_cache()
+        loaded = load_model_folder(folder)
+        self._loaded = loaded
+        self._info = loaded.info
+        return loaded.info
+
+    def _require_model(self):
+        if self._loaded is None:
+            raise KnownError("No model is loaded.")
+        return self._loaded
+
+    # -- prompts ---------------------------------------------------------------------
+
+    def render(
+        self, messages: list[dict], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Return the token ids of ``messages`` under the model's chat template."""
+        return self.submit(self._render, messages, add_generation_prompt).result()
+
+    def _render(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
+        loaded = self._require_model()
+        text = loaded.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=add_generation_prompt, tokenize=False
+        )
+        return list(loaded.tokenizer.encode(text, add_special_tokens=False))
+
+    def count_tokens(self, text: str) -> int:
+        """Return how many tokens ``text`` is, without special tokens."""
+        return self.submit(self._count_tokens, text).result()
+
+    def _count_tokens(self, text: str) -> int:
+        return len(
+            self._require_model().tokenizer.encode(text, add_special_tokens=False)
+        )
+
+    # -- caches ----------------------------------------------------------------------
+
+    def _cache_for(self, key: str, kv: KVSettings):
+        from app.core.engine.conversation_cache import ConversationCache
+
+        loaded = self._require_model()
+        cache = self._caches.get(key)
+        if cache is not None and not cache.matches_precision(kv):
+            cache = None  # a different quantization cannot be continued; re-prefill
+        if cache is None:
+            cache = ConversationCache(loaded.model, kv)
+        cache.kv = kv
+        self._caches[key] = cache
+        self._caches.move_to_end(key)
+        while len(self._caches) > self._max_idle_caches + 1:
+            self._caches.popitem(last=False)
+        return cache
+
+    def cache_state(self, key: str) -> CacheState:
+        """Return the size of a conversation's cache (zeros if it has none)."""
+        return self.submit(self._cache_state, key).result()
+
+    def _cache_state(self, key: str) -> CacheState:
+        cache = self._caches.get(key)
+        if cache is None:
+            return CacheState(tokens=0, kv_bytes=0, kv_bits=16)
+        return CacheState(
+            tokens=cache.offset, kv_bytes=cache.nbytes, kv_bits=cache.bits_in_use
+        )
+
+    def cached_token_ids(self, key: str) -> list[int]:
+        """Return the token ids a conversation's cache holds."""
+        return self.submit(
+            lambda: list(getattr(self._caches.get(key), "token_ids", []))
+        ).result()
+
+    def drop_cache(self, key: str) -> None:
+        """Forget a conversation's cache (its next turn re-prefills)."""
+        self.submit(self._caches.pop, key, None).result()
+
+    def live_kv_bytes(self) -> int:
+        """Bytes held by every conversation cache (safe from any thread, approximate)."""
+        return sum(cache.nbytes for cache in list(self._caches.values()))
+
+    # -- generation ------------------------------------------------------------------
+
+    def chat(
+        self,
+        key: str,
+        messages: list[dict],
+        kv: KVSettings,
+        sampling: SamplingSettings,
+    ) -> TurnHandle:
+        """Start a reply to a chat; the conversation's cache is reused and extended.
+
+        Args:
+            key: The conversation's cache key.
+            messages: ``{"role", "content"}`` dicts, system prompt first.
+            kv: KV precision.
+            sampling: Sampling settings.
+
+        Returns:
+            A handle streaming the turn's events.
+        """
+        handle = TurnHandle()
+        started = time.perf_counter()
+        self.submit(self._run_chat, key, messages, kv, sampling, handle, started)
+        return handle
+
+    def generate(
+        self,
+        key: str,
+        prompt_ids: list[int],
+        kv: KVSettings,
+        sampling: SamplingSettings,
+    ) -> TurnHandle:
+        """Start a reply to already-tokenized prompt ids on a conversation's cache."""
+        handle = TurnHandle()
+        started = time.perf_counter()
+        self.submit(self._run_ids, key, prompt_ids, kv, sampling, handle, started)
+        return handle
+
+    def _run_chat(self, key, messages, kv, sampling, handle, started) -> None:
+        try:
+            prompt_ids = self._render(messages, True)
+        except BaseException as exc:
+            handle._put(_Failure(exc))
+            handle._put(_DONE)
+            return
+        self._run_ids(key, prompt_ids, kv, sampling, handle, started)
+
+    def _run_ids(self, key, prompt_ids, kv, sampling, handle, started) -> None:
+        from app.core.engine.generation import run_turn
+
+        try:
+            loaded = self._require_model()
+            cache = self._cache_for(key, kv)
+            run_turn(
+                loaded,
+                cache,
+                prompt_ids,
+                kv,
+                sampling,
+                is_cancelled=handle._cancel.is_set,
+                emit=handle._put,
+                started=started,
+            )
+        except BaseException as exc:
+            handle._put(_Failure(exc))
+        finally:
+            handle._put(_DONE)
+
+    # -- memory ----------------------------------------------------------------------
+
+    @staticmethod
+    def mlx_memory() -> tuple[int, int, int]:
+        """Return MLX (active, cache, peak) bytes; counters are safe to read anywhere."""
+        import mlx.core as mx
+
+        return (
+            int(mx.get_active_memory()),
+            int(mx.get_cache_memory()),
+            int(mx.get_peak_memory()),
+        )

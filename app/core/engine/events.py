@@ -1,0 +1,101 @@
+"""What the engine reports, as frozen dataclasses.
+
+Events cross threads (engine worker → CLI or Qt worker → UI), so they are immutable and
+hold only plain Python values, never MLX arrays. This module imports nothing from MLX so
+the UI can import it without paying for MLX at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a loaded model is and costs.
+
+    Attributes:
+        folder: The model folder it was loaded from.
+        identity: A stable id of the model (folder + config + weight file sizes/mtimes),
+            used to key caches so a changed model never reuses stale KV.
+        model_type: The architecture name from config.json.
+        num_layers: Transformer layers.
+        weights_bytes: Bytes the loaded parameters occupy in memory (after any backend
+            conversion, e.g. dequantization to float32 on the CPU backend).
+        weights_bits: Quantization bits of the weights on disk (16 when unquantized).
+        activation_dtype: The dtype the model computes in on this backend.
+        random_weights: True for models built by ``swapless make-model``: their replies
+            are noise.
+        load_seconds: Wall time of the load.
+    """
+
+    folder: str
+    identity: str
+    model_type: str
+    num_layers: int
+    weights_bytes: int
+    weights_bits: int
+    activation_dtype: str
+    random_weights: bool
+    load_seconds: float
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """Prompt processing progress for long prompts.
+
+    Attributes:
+        processed: Prompt tokens processed so far in this turn (reused ones excluded).
+        total: Prompt tokens this turn must process.
+    """
+
+    processed: int
+    total: int
+
+
+@dataclass(frozen=True)
+class GenerationEvent:
+    """One step of a streamed reply; the last one carries ``finish_reason``.
+
+    Attributes:
+        text: Text added by this step (may be empty while a multi-byte character is
+            incomplete).
+        generated_tokens: Tokens generated so far in this reply.
+        prompt_tokens: Tokens of the whole prompt of this turn.
+        reused_tokens: Prompt tokens whose KV came from a cache instead of a prefill.
+        reuse_source: Where reused tokens came from: ``"none"``, ``"memory"`` (the
+            conversation's live cache or the in-memory prefix cache) or ``"disk"``.
+        new_tokens: Prompt tokens that had to be prefilled.
+        prefill_s: Seconds spent processing the new prompt tokens.
+        ttft_s: Seconds from the request to the first generated token.
+        tokens_per_s: Decode speed so far (tokens after the first, per second).
+        peak_memory_bytes: MLX peak memory since the turn started.
+        context_tokens: Tokens now held in the KV cache.
+        kv_bytes: Bytes the KV cache holds now.
+        kv_bits: KV precision in use (16, 8 or 4).
+        finish_reason: ``None`` while streaming, then ``"stop"``, ``"length"`` or
+            ``"cancelled"``.
+    """
+
+    text: str
+    generated_tokens: int
+    prompt_tokens: int
+    reused_tokens: int
+    reuse_source: str
+    new_tokens: int
+    prefill_s: float
+    ttft_s: float
+    tokens_per_s: float
+    peak_memory_bytes: int
+    context_tokens: int
+    kv_bytes: int
+    kv_bits: int
+    finish_reason: FinishReason | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True for the last event of a reply."""
+        return self.finish_reason is not None

@@ -1,0 +1,150 @@
+"""Load a local mlx-lm model folder, or explain in words why it cannot be loaded.
+
+Every failure a user can cause (a wrong folder, a missing or broken config.json, an
+architecture mlx-lm does not know, missing or corrupt weights, a broken tokenizer) becomes
+a `ModelLoadError` that names the folder and what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlx.nn as nn
+
+from app.core.engine import backend
+from app.core.engine.events import ModelInfo
+from app.core.errors import ModelLoadError
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to generate on this backend (engine-internal, holds MLX objects)."""
+
+    model: nn.Module
+    tokenizer: Any
+    config: dict
+    info: ModelInfo
+
+
+def read_config(folder: Path) -> dict:
+    """Read and check a model folder's config.json.
+
+    Args:
+        folder: The model folder.
+
+    Returns:
+        The parsed config.
+
+    Raises:
+        ModelLoadError: If the folder or config.json is missing or unreadable.
+    """
+    if not folder.exists():
+        raise ModelLoadError(f"Model folder {folder} does not exist.")
+    if not folder.is_dir():
+        raise ModelLoadError(f"{folder} is a file, not a model folder.")
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelLoadError(
+            f"Model folder {folder} has no config.json; it is not an mlx-lm model folder."
+        )
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"config.json in {folder} cannot be read: {exc}") from exc
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ModelLoadError(f"config.json in {folder} does not name a model_type.")
+    return config
+
+
+def _check_architecture(folder: Path, config: dict) -> None:
+    from mlx_lm.utils import _get_classes
+
+    try:
+        _get_classes(config)
+    except ValueError as exc:
+        raise ModelLoadError(
+            f"Model folder {folder}: architecture {config.get('model_type')!r} is not "
+            "supported by the installed mlx-lm."
+        ) from exc
+
+
+def model_identity(folder: Path, config: dict) -> str:
+    """Return a stable identity of a model folder's exact contents.
+
+    The config and each weight file's name, size and modification time are hashed:
+    cheap (no weights are read) yet changes whenever the weights are replaced.
+    """
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    for weights in sorted(folder.glob("*.safetensors")):
+        stat = weights.stat()
+        digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:32]
+
+
+def load_model_folder(folder: str | Path) -> LoadedModel:
+    """Load a model folder and adapt it to this backend.
+
+    Args:
+        folder: A local folder in mlx-lm format.
+
+    Returns:
+        The loaded model, tokenizer, config and a `ModelInfo`.
+
+    Raises:
+        ModelLoadError: If the folder is not a loadable model.
+    """
+    folder = Path(folder).expanduser().resolve()
+    config = read_config(folder)
+    _check_architecture(folder, config)
+    if not list(folder.glob("*.safetensors")):
+        raise ModelLoadError(f"Model folder {folder} has no .safetensors weight files.")
+    if (
+        not (folder / "tokenizer.json").is_file()
+        and not (folder / "tokenizer.model").is_file()
+    ):
+        raise ModelLoadError(
+            f"Model folder {folder} has no tokenizer (tokenizer.json)."
+        )
+
+    from mlx_lm.utils import load_model, load_tokenizer
+
+    started = time.perf_counter()
+    try:
+        model, config = load_model(folder)
+    except Exception as exc:  # mlx-lm raises many kinds for bad weight files
+        raise ModelLoadError(
+            f"Weights in {folder} cannot be loaded ({type(exc).__name__}: {exc})."
+        ) from exc
+    try:
+        tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"))
+    except Exception as exc:
+        raise ModelLoadError(
+            f"Tokenizer in {folder} cannot be loaded ({type(exc).__name__}: {exc})."
+        ) from exc
+    if not tokenizer.has_chat_template:
+        raise ModelLoadError(
+            f"Model folder {folder} has no chat template, so it cannot be used for chat."
+        )
+    model = backend.adapt_model(model)
+    quantization = config.get("quantization") or config.get("quantization_config") or {}
+    info = ModelInfo(
+        folder=str(folder),
+        identity=model_identity(folder, config),
+        model_type=str(config.get("model_type")),
+        num_layers=len(getattr(model, "layers", [])),
+        weights_bytes=backend.parameter_bytes(model),
+        weights_bits=int(quantization.get("bits", 16))
+        if isinstance(quantization, dict)
+        else 16,
+        activation_dtype=backend.activation_dtype_name(model),
+        random_weights=bool(
+            config.get("swapless_builder", {}).get("random_weights", False)
+        ),
+        load_seconds=time.perf_counter() - started,
+    )
+    return LoadedModel(model=model, tokenizer=tokenizer, config=config, info=info)

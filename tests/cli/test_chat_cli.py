@@ -1,0 +1,97 @@
+"""`swapless chat` as a user runs it: a real subprocess, a real model, stdin turns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(args, stdin="", env_home=None, timeout=120):
+    env = dict(os.environ)
+    if env_home is not None:
+        env["SWAPLESS_HOME"] = str(env_home)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_json_turns_report_reuse_and_kv(tiny_model_dir, swapless_home):
+    result = run_cli(
+        [
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--max-tokens",
+            "6",
+            "--temp",
+            "0",
+            "--kv-bits",
+            "4",
+        ],
+        stdin="Hello there\nWhat next?\n",
+        env_home=swapless_home,
+    )
+    assert result.returncode == 0, result.stderr
+    turns = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(turns) == 2
+    required = {
+        "reply",
+        "prompt_tokens",
+        "reused_tokens",
+        "new_tokens",
+        "generated_tokens",
+        "context_tokens",
+        "kv_bytes",
+        "kv_bits",
+        "ttft_s",
+        "tokens_per_s",
+        "peak_memory_bytes",
+    }
+    for turn in turns:
+        assert required <= turn.keys()
+        assert turn["kv_bits"] == 4 and turn["kv_bytes"] > 0
+        assert turn["generated_tokens"] == 6
+    assert turns[0]["reused_tokens"] == 0
+    assert turns[1]["reused_tokens"] > 0
+    assert (
+        turns[1]["new_tokens"] == turns[1]["prompt_tokens"] - turns[1]["reused_tokens"]
+    )
+    assert (
+        turns[1]["context_tokens"]
+        == turns[1]["prompt_tokens"] + turns[1]["generated_tokens"]
+    )
+
+
+def test_demo_model_is_built_on_first_use_and_announced(swapless_home):
+    result = run_cli(
+        ["chat", "--json", "--max-tokens", "3"], stdin="hi\n", env_home=swapless_home
+    )
+    assert result.returncode == 0, result.stderr
+    assert "random weights" in result.stderr and "--model DIR" in result.stderr
+    assert (swapless_home / "models" / "demo" / "config.json").is_file()
+    assert json.loads(result.stdout)["generated_tokens"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["chat", "--kv-bits", "3"], "invalid choice: 3"),
+        (["chat", "--kv-group", "48"], "invalid choice: 48"),
+        (["chat", "--model", "/no/such/model"], "/no/such/model does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(args, needle, swapless_home):
+    result = run_cli(args, env_home=swapless_home)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
