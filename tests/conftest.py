@@ -27,3 +27,13 @@ def tiny_model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models") / "tiny"
     build_model(folder, shape="tiny", bits=16, seed=0)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_model_dir(tmp_path_factory):
+    """The tiny shape with the qwen2 architecture (q/k/v biases, Qwen2 tokenizer)."""
+    from app.core.engine.model_builder import build_model
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-qwen2"
+    build_model(folder, shape="tiny", bits=16, seed=0, arch="qwen2")
+    return folder

@@ -1,7 +1,8 @@
 """`swapless chat`: a headless chat for terminals, scripts and tests.
 
-Reads one user turn per line from stdin and answers each in the same conversation; a
-REPL with a prompt when stdin is a terminal. ``--json`` prints one JSON object per turn.
+Reads one user turn per line from stdin and answers each in the same stored
+conversation; a REPL with a prompt when stdin is a terminal. ``--json`` prints one JSON
+object per turn. Every conversation is saved; ``--conversation ID`` continues one.
 """
 
 from __future__ import annotations
@@ -11,14 +12,9 @@ import json
 import signal
 import sys
 
-from app.core.generation_settings import (
-    DEFAULT_KV_GROUP,
-    DEFAULT_MAX_TOKENS,
-    VALID_KV_BITS,
-    VALID_KV_GROUPS,
-    KVSettings,
-    SamplingSettings,
-)
+from app.core.errors import BudgetError
+from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
+from app.core.presets import VALID_TRIM_METHODS
 
 
 def register(subcommands) -> None:
@@ -26,22 +22,38 @@ def register(subcommands) -> None:
     parser = subcommands.add_parser(
         "chat",
         help="chat in the terminal (one user turn per line on stdin)",
-        description="Chat with a local mlx-lm model in the terminal.",
+        description="Chat with a local mlx-lm model in the terminal. Settings not given "
+        "come from the preset (default: chat).",
     )
     parser.add_argument(
         "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
     )
-    parser.add_argument("--system", default="", metavar="TEXT", help="system prompt")
-    parser.add_argument("--kv-bits", type=int, choices=VALID_KV_BITS, default=8)
     parser.add_argument(
-        "--kv-group", type=int, choices=VALID_KV_GROUPS, default=DEFAULT_KV_GROUP
+        "--conversation", type=int, metavar="ID", help="continue a stored one"
     )
-    parser.add_argument("--quantized-kv-start", type=int, default=0, metavar="N")
     parser.add_argument(
-        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N"
+        "--preset", default=None, metavar="NAME", help="task preset (chat)"
     )
-    parser.add_argument("--temp", type=float, default=0.7, metavar="T")
-    parser.add_argument("--top-p", type=float, default=0.95, metavar="P")
+    parser.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
+    parser.add_argument("--kv-bits", type=int, choices=VALID_KV_BITS)
+    parser.add_argument("--kv-group", type=int, choices=VALID_KV_GROUPS)
+    parser.add_argument("--quantized-kv-start", type=int, metavar="N")
+    parser.add_argument(
+        "--max-context", type=int, metavar="N", help="trim above N tokens"
+    )
+    parser.add_argument(
+        "--keep-ratio", type=float, metavar="R", help="share kept (0.1-0.9)"
+    )
+    parser.add_argument("--trim", choices=VALID_TRIM_METHODS, help="splice or rebuild")
+    parser.add_argument(
+        "--summary", choices=("model", "extractive"), help="summary mode"
+    )
+    parser.add_argument(
+        "--no-auto-trim", action="store_true", help="refuse instead of trim"
+    )
+    parser.add_argument("--max-tokens", type=int, metavar="N")
+    parser.add_argument("--temp", type=float, metavar="T")
+    parser.add_argument("--top-p", type=float, metavar="P")
     parser.add_argument("--seed", type=int, default=None, metavar="N")
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
     parser.set_defaults(run=run)
@@ -51,50 +63,62 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def load_engine(model: str | None):
-    """Start the engine and load ``model`` (or the demo model); return it and its info."""
-    from app.core.engine.demo_model import DEMO_NOTICE, ensure_demo_model
-    from app.core.engine.engine import Engine
-
-    engine = Engine()
-    if model is None:
-        _say(DEMO_NOTICE)
-        folder = ensure_demo_model()
-    else:
-        folder = model
-    info = engine.load(folder)
-    if info.random_weights and model is not None:
-        _say(f"Note: {info.folder} has random weights; its replies are noise.")
-    return engine, info
+def _preset_from_args(args, base):
+    return base.with_changes(
+        kv_bits=args.kv_bits,
+        kv_group=args.kv_group,
+        quantized_kv_start=args.quantized_kv_start,
+        max_context=args.max_context,
+        keep_ratio=args.keep_ratio,
+        trim_method=args.trim,
+        summary_mode=args.summary,
+        auto_trim=False if args.no_auto_trim else None,
+        max_tokens=args.max_tokens,
+        temperature=args.temp,
+        top_p=args.top_p,
+        system_prompt=args.system,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chat loop until stdin ends."""
-    from app.core.chat.session import ChatSession
+    from app.cli.runtime import open_runtime
+    from app.core.chat.conversation_session import ConversationSession
+    from app.core.presets import get_preset
 
-    kv = KVSettings(
-        bits=args.kv_bits,
-        group_size=args.kv_group,
-        quantized_kv_start=args.quantized_kv_start,
-    )
-    sampling = SamplingSettings(
-        temperature=args.temp,
-        top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-    )
-    engine, info = load_engine(args.model)
-    session = ChatSession(engine, system_prompt=args.system, kv=kv, sampling=sampling)
+    runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
+    store, engine = runtime.store, runtime.engine
+    if args.conversation is not None:
+        session = ConversationSession(
+            engine, store, args.conversation, **runtime.session_kwargs(args.seed)
+        )
+        overrides = _preset_from_args(
+            args, session.preset if args.preset is None else get_preset(args.preset)
+        )
+        if overrides != session.preset:
+            session.apply_preset(overrides)
+    else:
+        preset = _preset_from_args(args, get_preset(args.preset or "chat"))
+        session = ConversationSession.start(
+            engine,
+            store,
+            preset,
+            model=runtime.model_info.folder,
+            **runtime.session_kwargs(args.seed),
+        )
     interactive = sys.stdin.isatty() and not args.json
     if interactive:
         _say(
-            f"Model: {info.folder} ({info.model_type}). Type a message; Ctrl+D quits, Ctrl+C stops a reply."
+            f"Model: {runtime.model_info.folder}. Conversation {session.conversation_id}, "
+            f"preset {session.preset.name}, limit {session.effective_limit()} tokens. "
+            "Ctrl+D quits, Ctrl+C stops a reply."
         )
 
     def on_sigint(signum, frame):
         session.cancel()
 
     previous = signal.signal(signal.SIGINT, on_sigint) if interactive else None
+    status = 0
     try:
         while True:
             if interactive:
@@ -105,24 +129,40 @@ def run(args: argparse.Namespace) -> int:
             text = line.rstrip("\n")
             if not text.strip():
                 continue
-            if args.json:
-                report = session.send(text)
-                print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
-            else:
+            try:
+                if args.json:
+                    report = session.send(text)
+                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
+                    continue
                 if interactive:
                     print("swapless> ", end="", flush=True)
                 report = session.send(
-                    text, on_text=lambda t: print(t, end="", flush=True)
+                    text,
+                    on_text=lambda t: print(t, end="", flush=True),
+                    on_trim=lambda o: _say(
+                        f"[trimmed: {o.dropped_messages} messages summarised "
+                        f"({o.summary_method}, {o.summary_tokens} tokens), cache "
+                        f"{o.cache_method} in {o.cache_ms:.0f} ms"
+                        + (f"; {o.note}" if o.note else "")
+                        + "]"
+                    ),
                 )
                 print(flush=True)
                 if interactive:
                     _say(
                         f"[{report.generated_tokens} tokens, {report.tokens_per_s:.1f} tok/s, "
-                        f"TTFT {report.ttft_s:.2f} s, context {report.context_tokens} tokens, "
-                        f"KV {report.kv_bytes / 2**20:.1f} MiB at {report.kv_bits}-bit]"
+                        f"TTFT {report.ttft_s:.2f} s, context {report.context_tokens}/"
+                        f"{report.effective_max_context} tokens, KV "
+                        f"{report.kv_bytes / 2**20:.1f} MiB at {report.kv_bits}-bit]"
                     )
+            except BudgetError as exc:
+                # A refused turn is not fatal in a chat: say why and read the next one.
+                _say(f"swapless: {exc}")
+                if args.json:
+                    print(json.dumps({"error": str(exc), "refused": True}), flush=True)
+                status = 2 if not interactive else 0
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        engine.shutdown()
-    return 0
+        runtime.close()
+    return status

@@ -26,6 +26,16 @@ class TurnReport:
         finish_reason: ``stop``, ``length`` or ``cancelled``.
         conversation_id: The stored conversation, when a store is used.
         message_id: The stored reply, when a store is used.
+        effective_max_context: The limit in force (preset and device, whichever is
+            smaller).
+        preset_max_context: The preset's own limit.
+        trimmed: Whether this turn trimmed the conversation first.
+        trim_ms: Time of the trim (summary + cache).
+        trim_cache_ms: Time spent splicing or rebuilding the cache.
+        trim_method: ``splice``, ``rebuild`` or ``none``.
+        summary_tokens: Tokens of the summary written by the trim.
+        summary_method: ``model`` or ``extractive``.
+        trim_note: Why a fallback happened during the trim, if one did.
     """
 
     reply: str
@@ -44,10 +54,19 @@ class TurnReport:
     finish_reason: str
     conversation_id: int | None = None
     message_id: int | None = None
+    effective_max_context: int | None = None
+    preset_max_context: int | None = None
+    trimmed: bool = False
+    trim_ms: float = 0.0
+    trim_cache_ms: float = 0.0
+    trim_method: str = ""
+    summary_tokens: int = 0
+    summary_method: str = ""
+    trim_note: str = ""
 
     def to_json(self) -> dict:
         """Return the report as a JSON-ready dict with rounded timings."""
         data = asdict(self)
-        for key in ("ttft_s", "prefill_s", "tokens_per_s"):
+        for key in ("ttft_s", "prefill_s", "tokens_per_s", "trim_ms", "trim_cache_ms"):
             data[key] = round(data[key], 4)
         return data

@@ -11,10 +11,16 @@ import copy
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx.utils import tree_map
 from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
+from app.core.engine.shifted_cache import shifted, spliceable, stored_length
 from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings
+
+
+class SpliceUnsupported(Exception):
+    """A cache that cannot be spliced; the caller rebuilds instead."""
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -39,6 +45,9 @@ class ConversationCache:
         self.kv = kv
         self.layers: list = make_prompt_cache(model)
         self.token_ids: list[int] = []
+        # The rotary position of every stored entry; it differs from the index after a
+        # splice dropped entries from the middle.
+        self.positions: list[int] = []
         self._check_quantizable()
 
     def _check_quantizable(self) -> None:
@@ -67,9 +76,26 @@ class ConversationCache:
 
     @property
     def offset(self) -> int:
-        """Tokens held by the cache (its next position)."""
-        first = self.layers[0] if self.layers else None
-        return int(getattr(first, "offset", 0)) if first is not None else 0
+        """Tokens held by the cache."""
+        return stored_length(self.layers[0]) if self.layers else 0
+
+    @property
+    def next_position(self) -> int:
+        """The rotary position the next token will get."""
+        return int(getattr(self.layers[0], "offset", 0)) if self.layers else 0
+
+    def sync_positions(self) -> None:
+        """Bring `positions` in line with what the layers hold now.
+
+        Entries appended since the last sync are contiguous and end at `next_position`;
+        a trim removed the newest ones.
+        """
+        held = self.offset
+        if len(self.positions) > held:
+            del self.positions[held:]
+        elif len(self.positions) < held:
+            added = held - len(self.positions)
+            self.positions.extend(range(self.next_position - added, self.next_position))
 
     @property
     def nbytes(self) -> int:
@@ -105,12 +131,14 @@ class ConversationCache:
         Args:
             keep: Tokens to keep, at most the current length.
         """
+        self.sync_positions()
         excess = self.offset - keep
         if excess > 0:
             trimmed = [layer.trim(excess) for layer in self.layers]
             if any(n != excess for n in trimmed):
                 raise RuntimeError(f"cache trim removed {trimmed} instead of {excess}")
         self.token_ids = self.token_ids[:keep]
+        self.sync_positions()
 
     def can_trim(self) -> bool:
         """Return True when every layer supports dropping its newest entries."""
@@ -149,11 +177,13 @@ class ConversationCache:
             self.trim_to(len(ids))
         else:
             self.token_ids = list(ids[:held])
+        self.sync_positions()
 
     def reset(self) -> None:
         """Forget everything (a fresh cache of the same precision)."""
         self.layers = make_prompt_cache(self.model)
         self.token_ids = []
+        self.positions = []
 
     def clone(self) -> ConversationCache:
         """Return an independent deep copy (plain copies share MLX buffers)."""
@@ -162,7 +192,87 @@ class ConversationCache:
         twin.kv = self.kv
         twin.layers = copy.deepcopy(self.layers)
         twin.token_ids = list(self.token_ids)
+        twin.positions = list(self.positions)
         return twin
+
+    def can_splice(self) -> bool:
+        """True when entries can be dropped from the middle of this cache."""
+        return spliceable(self.layers)
+
+    def splice(self, keep: int, drop_until: int, insert_ids: list[int]) -> int:
+        """Replace the entries ``[keep, drop_until)`` by fresh KV of ``insert_ids``.
+
+        The kept entries are not recomputed: only ``insert_ids`` are run through the
+        model, attending to the first ``keep`` entries, at the rotary positions just
+        before the first entry kept after the cut, so every kept entry keeps its
+        relative distances.
+
+        Args:
+            keep: Entries kept at the start (the system prompt).
+            drop_until: First entry kept after the dropped span.
+            insert_ids: Token ids placed where the dropped span was (the summary).
+
+        Returns:
+            The number of tokens run through the model.
+
+        Raises:
+            SpliceUnsupported: If this cache cannot be spliced this way; rebuild instead.
+        """
+        held = self.offset
+        if not self.can_splice():
+            kinds = sorted({type(layer).__name__ for layer in self.layers})
+            raise SpliceUnsupported(
+                f"this model's cache ({', '.join(kinds)}) cannot be spliced"
+            )
+        if not 0 < keep <= drop_until <= held:
+            raise ValueError(
+                f"bad splice span keep={keep} drop_until={drop_until} held={held}"
+            )
+        self.sync_positions()
+        end = self.positions[drop_until] if drop_until < held else self.next_position
+        start = end - len(insert_ids)
+        if start <= self.positions[keep - 1]:
+            raise SpliceUnsupported(
+                f"the inserted text ({len(insert_ids)} tokens) is longer than the span it "
+                f"replaces ({end - self.positions[keep - 1] - 1} positions)"
+            )
+        heads = []
+        for layer in self.layers:
+            head = shifted(layer, gap=start - keep)
+            head.keys, head.values = tree_map(
+                lambda x: x[..., :keep, :], (layer.keys, layer.values)
+            )
+            head.offset = start
+            heads.append(head)
+        if insert_ids:
+            self.model(mx.array(insert_ids)[None], cache=heads)
+        spliced = []
+        kept_tail = held - drop_until
+        for layer, head in zip(self.layers, heads, strict=True):
+            joined = tree_map(
+                lambda h, old: mx.concatenate(
+                    [h[..., : keep + len(insert_ids), :], old[..., drop_until:held, :]],
+                    axis=2,
+                ),
+                (head.keys, head.values),
+                (layer.keys, layer.values),
+            )
+            twin = shifted(layer, gap=0)
+            twin.keys, twin.values = joined
+            twin.offset = int(layer.offset)
+            twin.gap = twin.offset - (keep + len(insert_ids) + kept_tail)
+            spliced.append(twin)
+        mx.eval([layer.state for layer in spliced])
+        self.layers = spliced
+        self.token_ids = (
+            self.token_ids[:keep] + list(insert_ids) + self.token_ids[drop_until:held]
+        )
+        self.positions = (
+            self.positions[:keep]
+            + list(range(start, end))
+            + self.positions[drop_until:held]
+        )
+        return len(insert_ids)
 
     def evaluate(self) -> None:
         """Force pending cache computations (before timing or measuring memory)."""

@@ -42,6 +42,25 @@ class CacheState:
     kv_bits: int
 
 
+@dataclass(frozen=True)
+class PrefillReport:
+    """What filling or splicing a cache cost.
+
+    Attributes:
+        seconds: Wall time on the engine thread.
+        reused_tokens: Entries kept without recomputation.
+        computed_tokens: Tokens run through the model.
+        context_tokens: Tokens the cache holds afterwards.
+        kv_bytes: Bytes the cache holds afterwards.
+    """
+
+    seconds: float
+    reused_tokens: int
+    computed_tokens: int
+    context_tokens: int
+    kv_bytes: int
+
+
 class _Failure:
     def __init__(self, error: BaseException):
         self.error = error
@@ -309,7 +328,9 @@ class Engine:
             return
         self._run_ids(key, prompt_ids, kv, sampling, handle, started)
 
-    def _run_ids(self, key, prompt_ids, kv, sampling, handle, started) -> None:
+    def _run_ids(
+        self, key, prompt_ids, kv, sampling, handle, started, finish=True
+    ) -> None:
         from app.core.engine.generation import run_turn
 
         try:
@@ -328,6 +349,81 @@ class Engine:
         except BaseException as exc:
             handle._put(_Failure(exc))
         finally:
+            handle._put(_DONE)
+
+    def prefill(self, key: str, ids: list[int], kv: KVSettings) -> PrefillReport:
+        """Fill a conversation's cache with ``ids`` without generating (blocking)."""
+        return self.submit(self._prefill, key, ids, kv).result()
+
+    def _prefill(self, key: str, ids: list[int], kv: KVSettings) -> PrefillReport:
+        from app.core.engine.generation import prefill_only
+
+        started = time.perf_counter()
+        cache = self._cache_for(key, kv)
+        reused, computed = prefill_only(self._require_model(), cache, ids, kv)
+        return PrefillReport(
+            seconds=time.perf_counter() - started,
+            reused_tokens=reused,
+            computed_tokens=computed,
+            context_tokens=cache.offset,
+            kv_bytes=cache.nbytes,
+        )
+
+    def splice(
+        self, key: str, keep: int, drop_until: int, insert_ids: list[int]
+    ) -> PrefillReport:
+        """Replace cached entries ``[keep, drop_until)`` by the KV of ``insert_ids``.
+
+        Raises:
+            SpliceUnsupported: When the model's cache cannot be spliced (rebuild instead).
+        """
+        return self.submit(self._splice, key, keep, drop_until, insert_ids).result()
+
+    def _splice(
+        self, key: str, keep: int, drop_until: int, insert_ids: list[int]
+    ) -> PrefillReport:
+        started = time.perf_counter()
+        cache = self._caches.get(key)
+        if cache is None:
+            raise KeyError(f"no cache for {key!r}")
+        computed = cache.splice(keep, drop_until, insert_ids)
+        return PrefillReport(
+            seconds=time.perf_counter() - started,
+            reused_tokens=cache.offset - computed,
+            computed_tokens=computed,
+            context_tokens=cache.offset,
+            kv_bytes=cache.nbytes,
+        )
+
+    def side_generate(
+        self,
+        key: str,
+        prompt_ids: list[int],
+        kv: KVSettings,
+        sampling: SamplingSettings,
+    ) -> TurnHandle:
+        """Generate on top of a conversation's cache, then take the request off again.
+
+        Used for model summaries: the history is already in the cache, so only the
+        request is prefilled; afterwards the cache is trimmed back to the part of the
+        history the request shared, so the conversation continues as before.
+        """
+        handle = TurnHandle()
+        started = time.perf_counter()
+        self.submit(self._run_side, key, prompt_ids, kv, sampling, handle, started)
+        return handle
+
+    def _run_side(self, key, prompt_ids, kv, sampling, handle, started) -> None:
+        from app.core.engine.conversation_cache import common_prefix_length
+
+        cache = self._caches.get(key)
+        shared = common_prefix_length(cache.token_ids, prompt_ids) if cache else 0
+        try:
+            self._run_ids(key, prompt_ids, kv, sampling, handle, started, finish=False)
+        finally:
+            cache = self._caches.get(key)
+            if cache is not None:
+                cache.trim_to(min(shared, cache.offset))
             handle._put(_DONE)
 
     # -- memory ----------------------------------------------------------------------

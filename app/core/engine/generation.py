@@ -15,7 +15,7 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from app.core.engine.conversation_cache import ConversationCache
+from app.core.engine.conversation_cache import ConversationCache, common_prefix_length
 from app.core.engine.events import GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
 from app.core.generation_settings import KVSettings, SamplingSettings
@@ -153,3 +153,56 @@ def run_turn(
     final = make_event(detokenizer.last_segment, finish)
     emit(final)
     return TurnOutcome(generated_ids=generated, last_event=final)
+
+
+def prefill_only(
+    loaded: LoadedModel,
+    cache: ConversationCache,
+    ids: list[int],
+    kv: KVSettings,
+    *,
+    is_cancelled: Callable[[], bool] = lambda: False,
+    emit: Callable[[object], None] = lambda _: None,
+) -> tuple[int, int]:
+    """Fill ``cache`` with ``ids`` (reusing its matching prefix) without generating.
+
+    Used to rebuild a trimmed conversation and to warm prefixes.
+
+    Args:
+        loaded: The model.
+        cache: The cache to fill.
+        ids: Every token the cache should hold afterwards.
+        kv: KV precision (quantization starts at ``kv.quantized_kv_start``).
+        is_cancelled: Polled between chunks.
+        emit: Receives `PrefillProgress` events.
+
+    Returns:
+        (tokens reused, tokens computed).
+    """
+    from mlx_lm.generate import maybe_quantize_kv_cache
+
+    reused = common_prefix_length(cache.token_ids, ids)
+    if reused < cache.offset:
+        if not cache.can_trim():
+            cache.reset()
+            reused = 0
+        else:
+            cache.trim_to(reused)
+    remainder = ids[reused:]
+    done = 0
+    while done < len(remainder):
+        chunk = remainder[done : done + PREFILL_STEP]
+        loaded.model(mx.array(chunk)[None], cache=cache.layers)
+        if kv.quantized:
+            maybe_quantize_kv_cache(
+                cache.layers, kv.quantized_kv_start, kv.group_size, kv.bits
+            )
+        cache.evaluate()
+        done += len(chunk)
+        cache.token_ids = ids[: reused + done]
+        cache.sync_positions()
+        emit(PrefillProgress(processed=done, total=len(remainder)))
+        if is_cancelled():
+            break
+    mx.clear_cache()
+    return reused, done

@@ -1,0 +1,76 @@
+"""What every model-using command needs: the store, the engine and the memory checks.
+
+Opening order matters for the user's data: the store opens (and recovers) first, so a
+crash-left reply is marked interrupted even if the model then fails to load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.core.store import Store
+
+
+@dataclass
+class Runtime:
+    """An open store and a loaded engine."""
+
+    store: Store
+    engine: object
+    model_info: object
+    pressure: Callable[[], str] = field(default=lambda: "normal")
+    device_limit: Callable[[int], int | None] | None = None
+
+    def session_kwargs(self, seed: int | None) -> dict:
+        """Keyword arguments for a `ConversationSession`."""
+        return {
+            "pressure": self.pressure,
+            "device_limit": self.device_limit,
+            "seed": seed,
+        }
+
+    def close(self) -> None:
+        """Stop the engine and close the store."""
+        self.engine.shutdown()
+        self.store.close()
+
+
+def open_store(say: Callable[[str], None]) -> Store:
+    """Open the store and tell the user about any recovery it did."""
+    store = Store.open()
+    if store.recovered_from is not None:
+        say(
+            f"The conversation database was damaged; it was moved to "
+            f"{store.recovered_from} and a new one was started."
+        )
+    if getattr(store, "recovered_replies", 0):
+        say(
+            f"{store.recovered_replies} reply(s) cut off by an earlier crash were marked interrupted."
+        )
+    return store
+
+
+def open_runtime(
+    model: str | None, *, conversation_id: int | None, say: Callable[[str], None]
+) -> Runtime:
+    """Open the store, pick the model (explicit, the conversation's, or the demo) and load it."""
+    from app.core.engine.demo_model import DEMO_NOTICE, ensure_demo_model
+    from app.core.engine.engine import Engine
+
+    store = open_store(say)
+    try:
+        if model is None and conversation_id is not None:
+            model = store.get_conversation(conversation_id).model
+        demo = model is None
+        if demo:
+            say(DEMO_NOTICE)
+            model = str(ensure_demo_model())
+        engine = Engine()
+        info = engine.load(model)
+        if info.random_weights and not demo:
+            say(f"Note: {info.folder} has random weights; its replies are noise.")
+    except BaseException:
+        store.close()
+        raise
+    return Runtime(store=store, engine=engine, model_info=info)

@@ -1,0 +1,230 @@
+"""Bytes of KV cache per token and at a given context length, exactly as mlx-lm allocates.
+
+The figures are exact, not estimates: the tests compare them with ``nbytes`` of real
+mlx-lm caches. Three facts of mlx-lm 0.32 shape the arithmetic:
+
+* An unquantized cache stores keys and values in the activation dtype (float32 on the
+  CPU backend, where the engine upcasts; usually bf16/fp16 on Metal).
+* A quantized cache (``QuantizedKVCache``, MLX affine quantization) stores per element
+  ``bits / 8`` bytes of packed data plus one scale and one bias per ``group`` elements,
+  both in the activation dtype: ``bits / 8 + 2 * act_bytes / group`` bytes.
+* Caches grow in steps of 256 tokens and ``nbytes`` counts the whole allocation, so the
+  bytes at ``n`` tokens are those of ``n`` rounded up to a multiple of 256. (Appending a
+  chunk to a cache whose length is not a multiple of 256 can over-allocate by up to
+  one more step; the budget's safety factor absorbs that.)
+
+Sliding-window layers hold at most their window, and are counted unquantized whatever
+the bits, because mlx-lm cannot quantize a ``RotatingKVCache`` (``to_quantized`` raises
+``NotImplementedError``). During the prefill of a chunk of ``S`` tokens a sliding layer
+briefly holds up to ``window - 1 + S`` tokens until the next token trims it. Constant
+state layers (linear attention, SSM) cost the same at any length once used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.core.budget.layers import LayerCache, LayerKind
+from app.core.budget.model_geometry import ModelGeometry
+
+ALLOCATION_STEP = 256
+"""Tokens by which mlx-lm's KVCache, QuantizedKVCache and RotatingKVCache grow."""
+UNQUANTIZED_BITS = 16
+"""``bits`` meaning "not quantized": stored in the activation dtype, whatever its width."""
+VALID_KV_BITS = (16, 8, 4)
+VALID_GROUP_SIZES = (32, 64, 128)
+VALID_ACT_DTYPE_BYTES = (2, 4)
+
+
+def round_up_to_step(tokens: int) -> int:
+    """``tokens`` rounded up to a whole number of 256-token allocation steps."""
+    return -(-tokens // ALLOCATION_STEP) * ALLOCATION_STEP
+
+
+def validate_kv_quantization(
+    bits: int, group: int, head_dims: Iterable[int] = ()
+) -> None:
+    """Check a KV quantization choice.
+
+    Args:
+        bits: 16 (unquantized), 8 or 4.
+        group: Elements per scale/bias group: 32, 64 or 128 (ignored at 16 bits).
+        head_dims: Head sizes of the layers to be quantized; ``group`` must divide each,
+            since MLX quantizes along the last axis in whole groups.
+
+    Raises:
+        ValueError: Naming the invalid value and the valid ones.
+    """
+    if bits not in VALID_KV_BITS:
+        raise ValueError(
+            f"KV bits must be one of {_listing(VALID_KV_BITS)}, not {bits!r}."
+        )
+    if bits == UNQUANTIZED_BITS:
+        return
+    if group not in VALID_GROUP_SIZES:
+        raise ValueError(
+            f"KV group size must be one of {_listing(VALID_GROUP_SIZES)}, not {group!r}."
+        )
+    dims = sorted(set(head_dims))
+    bad = [d for d in dims if d % group]
+    if bad:
+        valid = [g for g in VALID_GROUP_SIZES if all(d % g == 0 for d in dims)]
+        raise ValueError(
+            f"KV group size {group} does not divide head_dim {bad[0]}; valid group "
+            f"sizes for this model: {_listing(valid) if valid else 'none'}."
+        )
+
+
+def bytes_per_element(bits: int, group: int, act_dtype_bytes: int) -> float:
+    """Bytes one cached key or value element takes.
+
+    Args:
+        bits: 16 (unquantized), 8 or 4.
+        group: Quantization group size (ignored at 16 bits).
+        act_dtype_bytes: Bytes per element of the activation dtype (2 or 4).
+
+    Returns:
+        ``act_dtype_bytes`` unquantized, else ``bits / 8 + 2 * act_dtype_bytes / group``
+        (e.g. 1.0625 at 8 bits, group 64, fp16).
+
+    Raises:
+        ValueError: An invalid bits, group or dtype width.
+    """
+    _check_act_bytes(act_dtype_bytes)
+    validate_kv_quantization(bits, group)
+    if bits == UNQUANTIZED_BITS:
+        return float(act_dtype_bytes)
+    return bits / 8 + 2 * act_dtype_bytes / group
+
+
+def bytes_per_token(
+    geometry: ModelGeometry,
+    bits: int = UNQUANTIZED_BITS,
+    group: int = 64,
+    act_dtype_bytes: int | None = None,
+) -> int:
+    """Bytes added per token by the layers whose cache grows with the context.
+
+    Only full-attention layers count: sliding-window and constant-state layers stop
+    growing (see `fixed_kv_bytes`).
+
+    Args:
+        geometry: The model.
+        bits: 16 (unquantized), 8 or 4.
+        group: Quantization group size (ignored at 16 bits).
+        act_dtype_bytes: Activation dtype width at run time; defaults to the dtype in
+            config.json. The engine passes 4 on the CPU backend, where it upcasts.
+
+    Returns:
+        Bytes per token, exact.
+
+    Raises:
+        ValueError: Invalid bits/group, or a group that does not divide the head size.
+    """
+    act = _act_bytes(geometry, act_dtype_bytes)
+    full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
+    validate_kv_quantization(bits, group, _head_dims(full))
+    return sum(_layer_bytes_per_token(layer, bits, group, act) for layer in full)
+
+
+def kv_bytes_at(
+    geometry: ModelGeometry,
+    context_tokens: int,
+    bits: int = UNQUANTIZED_BITS,
+    group: int = 64,
+    allocation_rounding: bool = True,
+    *,
+    act_dtype_bytes: int | None = None,
+) -> int:
+    """Total cache bytes of the whole model holding ``context_tokens`` tokens.
+
+    Args:
+        geometry: The model.
+        context_tokens: Tokens in the cache (prompt plus generated).
+        bits: 16 (unquantized), 8 or 4; applies to full-attention layers.
+        group: Quantization group size (ignored at 16 bits).
+        allocation_rounding: Round the length up to mlx-lm's 256-token allocation step,
+            which is what the cache really holds in memory.
+        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+
+    Returns:
+        Bytes, with sliding windows capped at their window and recurrent state included.
+
+    Raises:
+        ValueError: A negative length, invalid bits/group, or a group that does not
+            divide the head size.
+    """
+    if isinstance(context_tokens, bool) or not isinstance(context_tokens, int):
+        raise ValueError(f"context_tokens must be an integer, not {context_tokens!r}.")
+    if context_tokens < 0:
+        raise ValueError(f"context_tokens must be >= 0, not {context_tokens}.")
+    act = _act_bytes(geometry, act_dtype_bytes)
+    full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
+    validate_kv_quantization(bits, group, _head_dims(full))
+    if context_tokens == 0:
+        return 0  # mlx-lm allocates nothing before the first token
+    tokens = round_up_to_step(context_tokens) if allocation_rounding else context_tokens
+    total = 0
+    for layer in geometry.layers:
+        if layer.kind is LayerKind.FULL:
+            total += tokens * _layer_bytes_per_token(layer, bits, group, act)
+        elif layer.kind is LayerKind.SLIDING:
+            kept = min(tokens, layer.window or 0)
+            total += kept * _layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
+        else:
+            total += layer.state_bytes(act)
+    return total
+
+
+def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
+    """The most the non-growing layers can hold: full sliding windows plus all state.
+
+    The memory budget sets this aside before dividing the rest by `bytes_per_token`.
+
+    Args:
+        geometry: The model.
+        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+    """
+    act = _act_bytes(geometry, act_dtype_bytes)
+    total = 0
+    for layer in geometry.layers:
+        if layer.kind is LayerKind.SLIDING:
+            per_token = _layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
+            total += (layer.window or 0) * per_token
+        elif layer.kind is LayerKind.STATE:
+            total += layer.state_bytes(act)
+    return total
+
+
+def _layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
+    if bits == UNQUANTIZED_BITS:
+        return layer.kv_elements_per_token * act
+    # Integer arithmetic: the group (>= 32) divides each head size, so the packed
+    # uint32 words (dim * bits / 32 of them, 4 bytes each) and the groups are whole.
+    per_head = sum(
+        dim * bits // 8 + 2 * act * (dim // group)
+        for dim in (layer.k_head_dim, layer.v_head_dim)
+    )
+    return layer.kv_heads * per_head
+
+
+def _head_dims(layers: Iterable[LayerCache]) -> list[int]:
+    return [d for layer in layers for d in (layer.k_head_dim, layer.v_head_dim)]
+
+
+def _act_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None) -> int:
+    act = geometry.act_dtype_bytes if act_dtype_bytes is None else act_dtype_bytes
+    _check_act_bytes(act)
+    return act
+
+
+def _check_act_bytes(act: int) -> None:
+    if act not in VALID_ACT_DTYPE_BYTES:
+        raise ValueError(
+            f"act_dtype_bytes must be one of {_listing(VALID_ACT_DTYPE_BYTES)}, "
+            f"not {act!r}."
+        )
+
+
+def _listing(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in values)

@@ -1,0 +1,454 @@
+"""A stored conversation driven turn by turn: the one chat loop of the CLI and the app.
+
+Each turn: read what the model should see from the store (system prompt + summaries +
+untrimmed messages), let the trim policy decide against the effective limit and the
+system memory pressure, trim if needed, save the user message, stream the reply into
+the store (throttled partial saves), and return a `TurnReport`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from app.core.chat.model_messages import build_messages, summary_style
+from app.core.chat.trimmer import Trimmer, TrimOutcome
+from app.core.chat.turn_report import TurnReport
+from app.core.engine.events import GenerationEvent, PrefillProgress
+from app.core.errors import BudgetError
+from app.core.presets import Preset, preset_from_dict
+from app.core.store import Store
+from app.core.store.records import Message, ModelContext, ReplyStats
+from app.core.store.reply_saver import ReplySaver
+from app.core.trim.policy import (
+    MIN_SUMMARY_TOKENS,
+    Action,
+    HistoryMessage,
+    TrimPlan,
+    TrimRequest,
+    plan_trim,
+)
+
+MAX_TRIM_ROUNDS = 3
+# Tokens left unused by a summary to absorb merges at message boundaries.
+SUMMARY_MARGIN = 8
+PressureSource = Callable[[], str]
+DeviceLimit = Callable[[int], int | None]
+
+
+def _normal_pressure() -> str:
+    return "normal"
+
+
+class ConversationSession:
+    """Runs turns of one stored conversation on the engine.
+
+    Args:
+        engine: A loaded engine.
+        store: The open store.
+        conversation_id: The conversation.
+        pressure: Returns the system memory pressure level now.
+        device_limit: Returns the device's max safe context for a KV precision (bits),
+            or None when unknown.
+        seed: Sampling seed for reproducible replies.
+    """
+
+    def __init__(
+        self,
+        engine,
+        store: Store,
+        conversation_id: int,
+        *,
+        pressure: PressureSource = _normal_pressure,
+        device_limit: DeviceLimit | None = None,
+        seed: int | None = None,
+    ):
+        self.engine = engine
+        self.store = store
+        self.conversation_id = conversation_id
+        self.pressure = pressure
+        self.device_limit = device_limit
+        self.seed = seed
+        self.cache_key = f"conversation-{conversation_id}"
+        self.trims = 0
+        self.last_trim: TrimOutcome | None = None
+        self._handle = None
+        self._lock = threading.Lock()
+        self._style: str | None = None
+        self._token_counts: dict[int, int] = {}
+        conversation = store.get_conversation(conversation_id)
+        self.preset = preset_from_dict(
+            conversation.preset or "chat", conversation.settings
+        )
+
+    @classmethod
+    def start(
+        cls,
+        engine,
+        store: Store,
+        preset: Preset,
+        *,
+        model: str,
+        system_prompt: str | None = None,
+        **kwargs,
+    ) -> ConversationSession:
+        """Create a new stored conversation and return its session."""
+        if system_prompt is not None:
+            preset = preset.with_changes(system_prompt=system_prompt)
+        conversation_id = store.create_conversation(
+            model=model,
+            preset=preset.name,
+            settings=preset.to_dict(),
+            system_prompt=preset.system_prompt,
+        )
+        return cls(engine, store, conversation_id, **kwargs)
+
+    # -- settings --------------------------------------------------------------------
+
+    def apply_preset(self, preset: Preset) -> None:
+        """Use ``preset`` from the next turn on and save it with the conversation."""
+        self.preset = preset
+        self.store.update_conversation(
+            self.conversation_id,
+            preset=preset.name,
+            settings=preset.to_dict(),
+            system_prompt=preset.system_prompt,
+        )
+
+    @property
+    def style(self) -> str:
+        """How summaries are placed for this model's chat template."""
+        if self._style is None:
+            self._style = summary_style(self.engine.render)
+        return self._style
+
+    def effective_limit(self) -> int:
+        """The smaller of the preset's max_context and the device's max safe context."""
+        limit = self.preset.max_context
+        if self.device_limit is not None:
+            device = self.device_limit(self.preset.kv_bits)
+            if device is not None:
+                limit = min(limit, device)
+        return limit
+
+    # -- what the model sees ---------------------------------------------------------
+
+    def context(self) -> ModelContext:
+        """What the store says the model should see now."""
+        return self.store.context_for_model(self.conversation_id)
+
+    def model_messages(
+        self, context: ModelContext, user_text: str | None = None
+    ) -> list[dict]:
+        """The chat messages for ``context`` plus an optional new user message."""
+        return build_messages(
+            context.system_prompt,
+            [s.content for s in context.summaries],
+            [(m.role, m.content) for m in context.messages],
+            user_text,
+            style=self.style,
+        )
+
+    def _message_tokens(self, message: Message) -> int:
+        # Re-tokenize rather than trust the generated count: a reply's text can
+        # tokenize to more tokens than were generated (e.g. replacement characters).
+        count = self._token_counts.get(message.id)
+        if count is None:
+            count = self.engine.count_tokens(message.content)
+            self._token_counts[message.id] = count
+        return count + self._overhead()
+
+    def _overhead(self) -> int:
+        if not hasattr(self, "_template_overhead"):
+            probe = "x"
+            rendered = len(
+                self.engine.render([{"role": "user", "content": probe}], False)
+            )
+            self._template_overhead = max(rendered - self.engine.count_tokens(probe), 0)
+        return self._template_overhead
+
+    def plan(self, user_text: str) -> tuple[TrimPlan, ModelContext, list[int]]:
+        """Decide about trimming for a new user message; nothing is changed."""
+        context = self.context()
+        prompt_ids = self.engine.render(self.model_messages(context, user_text))
+        history = [
+            HistoryMessage(key=m.id, role=m.role, tokens=self._message_tokens(m))
+            for m in context.messages
+        ]
+        fixed = len(
+            self.engine.render(
+                build_messages(context.system_prompt, [], [], None), True
+            )
+        )
+        request = TrimRequest(
+            prompt_tokens=len(prompt_ids),
+            max_tokens=self.preset.max_tokens,
+            history=history,
+            new_message_tokens=self.engine.count_tokens(user_text) + self._overhead(),
+            fixed_tokens=fixed,
+            limit=self.effective_limit(),
+            keep_ratio=self.preset.keep_ratio,
+            summary_max_tokens=self.preset.summary_max_tokens,
+            auto_trim=self.preset.auto_trim,
+            pressure=self.pressure(),
+        )
+        return plan_trim(request), context, prompt_ids
+
+    # -- trimming --------------------------------------------------------------------
+
+    def fit(
+        self, plan: TrimPlan, context: ModelContext, user_text: str | None
+    ) -> tuple[set, int]:
+        """Check a plan against the exact rendered prompt; return (dropped ids, summary budget).
+
+        The policy works from per-message estimates; here the trimmed prompt without its
+        summary is rendered for real, the summary gets the room that is left (at most
+        the preset's summary_max_tokens), and more of the oldest turns are dropped while
+        not even a minimal summary would fit.
+
+        Raises:
+            BudgetError: When no trim makes the request fit.
+        """
+        kept = [m for m in context.messages if m.id not in set(plan.drop)]
+        # Under memory pressure the plan's threshold is below the limit: aim for it.
+        limit = min(plan.threshold, self.effective_limit())
+        while True:
+            history = [(m.role, m.content) for m in kept]
+            ids = self.engine.render(
+                build_messages(
+                    context.system_prompt, [], history, user_text, style=self.style
+                )
+            )
+            room = (
+                limit
+                - self.preset.max_tokens
+                - len(ids)
+                - self._overhead()
+                - SUMMARY_MARGIN
+            )
+            if room >= MIN_SUMMARY_TOKENS or not kept:
+                break
+            kept = kept[1:]
+            while kept and kept[0].role != "user":
+                kept = kept[1:]
+        if room < MIN_SUMMARY_TOKENS:
+            raise BudgetError(
+                f"This request cannot fit in the conversation's limit of {limit} tokens "
+                f"even with all history summarised (the message and the reply's "
+                f"{self.preset.max_tokens} tokens need {len(ids) + self.preset.max_tokens}). "
+                "Shorten the message or lower max_tokens."
+            )
+        kept_ids = {m.id for m in kept}
+        dropped = {m.id for m in context.messages if m.id not in kept_ids}
+        # Half of the share not kept, at most: the rest is headroom for the next turns,
+        # so a conversation does not trim again on every turn.
+        headroom_cap = int((1 - self.preset.keep_ratio) * limit / 2)
+        budget = min(
+            room, self.preset.summary_max_tokens, max(headroom_cap, MIN_SUMMARY_TOKENS)
+        )
+        return dropped, budget
+
+    def trim(
+        self, plan: TrimPlan, context: ModelContext, user_text: str | None = None
+    ) -> TrimOutcome:
+        """Replace the plan's dropped messages with one summary (cache and store)."""
+        drop_ids, summary_budget = self.fit(plan, context, user_text)
+        messages = list(context.messages)
+        dropped = [m for m in messages if m.id in drop_ids]
+        kept = [m for m in messages if m.id not in drop_ids]
+        if not dropped:
+            raise BudgetError(plan.reason or "There is no history left to summarise.")
+        old_messages = self.model_messages(context)
+        first_kept_index = len(old_messages) - len(kept)
+        previous = "\n".join(s.content for s in context.summaries)
+        mode = self.preset.summary_mode
+        if mode == "model" and self._random_weights():
+            mode = "extractive"  # a random-weight model's summary would be noise
+        trimmer = Trimmer(
+            self.engine, self.cache_key, self.preset.kv_settings(), self.style
+        )
+        outcome = trimmer.trim(
+            system_prompt=context.system_prompt,
+            old_messages=old_messages,
+            first_kept_index=first_kept_index,
+            dropped=[(m.role, m.content) for m in dropped],
+            kept=[(m.role, m.content) for m in kept],
+            previous_summary=previous,
+            summary_mode=mode,
+            summary_max_tokens=summary_budget,
+            cache_method=self.preset.trim_method,
+        )
+        first_id = min(
+            [dropped[0].id, *(s.first_message_id for s in context.summaries)]
+        )
+        self.store.add_summary(
+            self.conversation_id,
+            first_id,
+            dropped[-1].id,
+            outcome.summary,
+            outcome.summary_tokens,
+            outcome.summary_method,
+        )
+        self.trims += 1
+        self.last_trim = outcome
+        return outcome
+
+    def _random_weights(self) -> bool:
+        info = getattr(self.engine, "model_info", None)
+        return bool(info and info.random_weights)
+
+    # -- turns -----------------------------------------------------------------------
+
+    def send(
+        self,
+        user_text: str,
+        on_text: Callable[[str], None] | None = None,
+        on_progress: Callable[[PrefillProgress], None] | None = None,
+        on_trim: Callable[[TrimOutcome], None] | None = None,
+    ) -> TurnReport:
+        """Send a user message, trimming first if needed, and wait for the reply.
+
+        Args:
+            user_text: The user's message.
+            on_text: Receives each new piece of the reply.
+            on_progress: Receives prefill progress.
+            on_trim: Called after a trim, before generation.
+
+        Returns:
+            The turn's report.
+
+        Raises:
+            BudgetError: The request cannot fit (with the numbers), or pressure is
+                critical; the user message is not saved then.
+        """
+        outcome = None
+        # Token estimates per message can be a little off at template boundaries, so
+        # the exact rendered prompt is checked again after a trim.
+        for _ in range(MAX_TRIM_ROUNDS):
+            plan, context, _ = self.plan(user_text)
+            if plan.action is Action.PROCEED:
+                break
+            if plan.action is Action.REFUSE:
+                raise BudgetError(plan.reason)
+            outcome = self.trim(plan, context, user_text)
+            if on_trim:
+                on_trim(outcome)
+            if plan.refuse_after_trim:
+                raise BudgetError(plan.reason)
+        else:
+            raise BudgetError(
+                plan.reason or "The conversation could not be trimmed to fit."
+            )
+        self.store.add_message(
+            self.conversation_id,
+            "user",
+            user_text,
+            token_count=self.engine.count_tokens(user_text),
+        )
+        if not self.store.get_conversation(self.conversation_id).title:
+            self.store.auto_title(self.conversation_id)
+        report = self._generate(
+            self.model_messages(context, user_text), on_text, on_progress
+        )
+        return self._with_trim(report, outcome)
+
+    def regenerate(self, on_text=None, on_progress=None) -> TurnReport:
+        """Drop the last reply and generate it again for the same user message."""
+        context = self.context()
+        messages = list(context.messages)
+        if not messages or messages[-1].role != "assistant":
+            raise BudgetError("There is no reply to regenerate.")
+        self.store.delete_message(messages[-1].id)
+        context = self.context()
+        return self._generate(self.model_messages(context), on_text, on_progress)
+
+    def edit_and_resend(
+        self, message_id: int, new_text: str, on_text=None, on_progress=None
+    ):
+        """Replace a user message (and everything after it) and send the new text."""
+        context = self.context()
+        messages = list(context.messages)
+        index = next((i for i, m in enumerate(messages) if m.id == message_id), None)
+        if index is None or messages[index].role != "user":
+            raise BudgetError(
+                "Only a user message that was not summarised can be edited."
+            )
+        for message in reversed(messages[index:]):
+            self.store.delete_message(message.id)
+        return self.send(new_text, on_text=on_text, on_progress=on_progress)
+
+    def _generate(self, messages, on_text, on_progress) -> TurnReport:
+        kv = self.preset.kv_settings()
+        sampling = self.preset.sampling_settings(self.seed)
+        message_id = self.store.begin_reply(self.conversation_id)
+        saver = ReplySaver(self.store, message_id)
+        handle = self.engine.chat(self.cache_key, messages, kv, sampling)
+        with self._lock:
+            self._handle = handle
+        try:
+            for event in handle:
+                if isinstance(event, GenerationEvent):
+                    if event.text:
+                        saver.add(event.text)
+                        if on_text:
+                            on_text(event.text)
+                elif isinstance(event, PrefillProgress) and on_progress:
+                    on_progress(event)
+        except BaseException as exc:
+            saver.fail(exc)
+            raise
+        finally:
+            with self._lock:
+                self._handle = None
+        final = handle.final
+        stats = ReplyStats(
+            prompt_tokens=final.prompt_tokens,
+            generated_tokens=final.generated_tokens,
+            reused_tokens=final.reused_tokens,
+            ttft_s=final.ttft_s,
+            tokens_per_s=final.tokens_per_s,
+            peak_memory_bytes=final.peak_memory_bytes,
+            kv_bits=final.kv_bits,
+        )
+        saver.finish(stats, stopped=final.finish_reason == "cancelled")
+        return TurnReport(
+            reply=saver.text,
+            prompt_tokens=final.prompt_tokens,
+            reused_tokens=final.reused_tokens,
+            reuse_source=final.reuse_source,
+            new_tokens=final.new_tokens,
+            generated_tokens=final.generated_tokens,
+            context_tokens=final.context_tokens,
+            kv_bytes=final.kv_bytes,
+            kv_bits=final.kv_bits,
+            ttft_s=final.ttft_s,
+            prefill_s=final.prefill_s,
+            tokens_per_s=final.tokens_per_s,
+            peak_memory_bytes=final.peak_memory_bytes,
+            finish_reason=final.finish_reason or "stop",
+            conversation_id=self.conversation_id,
+            message_id=message_id,
+            effective_max_context=self.effective_limit(),
+            preset_max_context=self.preset.max_context,
+        )
+
+    def _with_trim(self, report: TurnReport, outcome: TrimOutcome | None) -> TurnReport:
+        if outcome is None:
+            return report
+        return replace(
+            report,
+            trimmed=True,
+            trim_ms=outcome.total_ms,
+            trim_cache_ms=outcome.cache_ms,
+            trim_method=outcome.cache_method,
+            summary_tokens=outcome.summary_tokens,
+            summary_method=outcome.summary_method,
+            trim_note=outcome.note,
+        )
+
+    def cancel(self) -> None:
+        """Stop the reply in progress, if any (safe from any thread)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.cancel()

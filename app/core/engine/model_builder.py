@@ -1,0 +1,319 @@
+"""Build local models in real mlx-lm format, with random weights, offline.
+
+Swapless is tested and benchmarked against real mlx-lm models, but this machine (and CI)
+cannot download one. `build_model` writes a folder that ``mlx_lm.load`` loads unchanged:
+``config.json`` for a llama or qwen2 architecture, ``model.safetensors`` with random
+weights (deterministic from a seed), and a byte-level BPE tokenizer with a ChatML chat
+template, trained on local text by `tokenizer_training`. The replies of such a model are
+noise; ``config.json`` says so under ``swapless_builder`` so the app can tell the user.
+
+Weights are created through the mlx-lm model class of the architecture, so parameter
+names are exactly the ones ``mlx_lm.load`` expects, and quantized the way
+``mlx_lm.convert`` does (cast to the config's bfloat16, then ``quantize_model`` with group
+size 64), so a built folder is indistinguishable in layout from a converted HF model.
+
+Which activation dtype decodes faster on this CPU (2 cores, mlx 0.32.4 CPU backend;
+greedy, 128-token prompt, 200 new tokens; tokens/s over two runs). At bits 4 the layers
+stay quantized and "fp32" means their scales and biases were upcast:
+
+=====  ====  ==============  ===========  ===========  =========
+shape  bits  BLAS            bf16         fp32         fp32/bf16
+=====  ====  ==============  ===========  ===========  =========
+tiny   16    OpenBLAS        530-817      1186-1204    1.5-2.3x
+tiny   16    MLX reference   841-845      946-1002     1.1-1.2x
+small  16    OpenBLAS        37.8-37.9    85.9-87.1    2.3x
+small  16    MLX reference   38.0-38.5    37.3-42.4    ~1x
+tiny   4     OpenBLAS        153-175      634-991      4-6x
+small  4     OpenBLAS        4.8-5.2      36.0-39.4    7.5x
+=====  ====  ==============  ===========  ===========  =========
+
+Prefill differs more: small at bits 16 prefills 121 tok/s in bf16 and 1330 tok/s in
+fp32 with OpenBLAS (60 tok/s in fp32 without it). So on CPU the app should upcast to
+float32 (see `backend.adapt_model`); the files stay bfloat16 like a real checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.utils import _get_classes, quantize_model, save_config, save_model
+
+from app.core.engine.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
+
+ALLOWED_BITS = (4, 8, 16)
+ARCHES = ("llama", "qwen2")
+# mlx_lm.convert's default for affine quantization; every shape's input sizes divide it.
+GROUP_SIZE = 64
+# GPT-2/Llama-style scale: with unit norms, activations stay finite through 24 layers.
+INIT_STD = 0.02
+# Uniform, not normal: mx.random.normal costs an erfinv per element and took 4.7 s for
+# qwen05's embedding alone against 1.5 s. Noise weights only need the right scale, and
+# U(-a, a) has standard deviation a / sqrt(3).
+_UNIFORM_BOUND = INIT_STD * 3**0.5
+# Real HF checkpoints of these families are bfloat16; mlx_lm.convert keeps that dtype.
+WEIGHT_DTYPE = mx.bfloat16
+
+# What HF writes for each architecture besides the geometry.
+_ARCH_FIELDS = {
+    "llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "rms_norm_eps": 1e-5,
+        "attention_bias": False,
+        "mlp_bias": False,
+    },
+    "qwen2": {
+        "architectures": ["Qwen2ForCausalLM"],
+        "rms_norm_eps": 1e-6,
+        "use_sliding_window": False,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The geometry of a buildable model.
+
+    Attributes:
+        arch: The default architecture, ``llama`` or ``qwen2``.
+        num_hidden_layers: Transformer blocks.
+        hidden_size: Residual width. mlx-lm's qwen2 derives the head size as
+            ``hidden_size // num_attention_heads`` and ignores ``head_dim``, so a qwen2
+            build widens ``hidden_size`` to ``num_attention_heads * head_dim``: the KV
+            cache geometry (layers, KV heads, head size) is the same for both arches.
+        num_attention_heads: Query heads.
+        num_key_value_heads: KV heads (grouped-query attention).
+        head_dim: Size of one head; KV-cache quantization groups must divide it.
+        intermediate_size: MLP width; a multiple of `GROUP_SIZE` so ``down_proj``
+            quantizes.
+        vocab_size: Rows of the embedding, as written in ``config.json``.
+        tokenizer_vocab_size: Tokens of the trained tokenizer (at most ``vocab_size``;
+            ids beyond it are never produced).
+        max_position_embeddings: Context length.
+        rope_theta: RoPE base frequency.
+        purpose: What the shape is for, shown in help texts.
+    """
+
+    arch: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tokenizer_vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float
+    purpose: str
+
+
+SHAPES: dict[str, Shape] = {
+    # KV cache: 2 (K, V) × 2 layers × 2 heads × 128 × 4 B = 4 KiB per token in fp32.
+    # head_dim 128 so KV-quantization groups of 32, 64 and 128 all divide it.
+    "tiny": Shape(
+        arch="llama",
+        num_hidden_layers=2,
+        hidden_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=128,
+        intermediate_size=256,
+        vocab_size=1024,
+        tokenizer_vocab_size=1024,
+        max_position_embeddings=16384,
+        rope_theta=10000.0,
+        purpose="unit tests: builds in about a second, decodes hundreds of tokens/s",
+    ),
+    "small": Shape(
+        arch="llama",
+        num_hidden_layers=8,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=64,
+        intermediate_size=1408,
+        vocab_size=8192,
+        tokenizer_vocab_size=8192,
+        max_position_embeddings=32768,
+        rope_theta=500000.0,
+        purpose="benchmarks that must finish in seconds",
+    ),
+    # Qwen2.5-0.5B's geometry, full 151936-row embedding included: memory and speed
+    # figures match the real model even though the tokenizer is much smaller.
+    "qwen05": Shape(
+        arch="qwen2",
+        num_hidden_layers=24,
+        hidden_size=896,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        head_dim=64,
+        intermediate_size=4864,
+        vocab_size=151936,
+        tokenizer_vocab_size=16384,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        purpose="Qwen2.5-0.5B geometry, for realistic memory and speed figures",
+    ),
+}
+
+
+def model_config(shape: str, arch: str | None = None, seed: int = 0) -> dict:
+    """Return the unquantized ``config.json`` contents of a shape.
+
+    Args:
+        shape: A key of `SHAPES`.
+        arch: ``llama`` or ``qwen2``; None for the shape's default.
+        seed: Recorded in the ``swapless_builder`` marker.
+
+    Returns:
+        A JSON-serializable dict in Hugging Face layout.
+
+    Raises:
+        ValueError: If ``shape`` or ``arch`` is unknown.
+    """
+    if shape not in SHAPES:
+        raise ValueError(
+            f"unknown model shape {shape!r}; allowed shapes: {', '.join(SHAPES)}"
+        )
+    geometry = SHAPES[shape]
+    arch = geometry.arch if arch is None else arch
+    if arch not in ARCHES:
+        raise ValueError(
+            f"unknown architecture {arch!r}; allowed architectures: {', '.join(ARCHES)}"
+        )
+    hidden_size = geometry.hidden_size
+    if arch == "qwen2":
+        hidden_size = geometry.num_attention_heads * geometry.head_dim
+    return {
+        "model_type": arch,
+        **_ARCH_FIELDS[arch],
+        "hidden_act": "silu",
+        "hidden_size": hidden_size,
+        "num_hidden_layers": geometry.num_hidden_layers,
+        "num_attention_heads": geometry.num_attention_heads,
+        "num_key_value_heads": geometry.num_key_value_heads,
+        "head_dim": geometry.head_dim,
+        "intermediate_size": geometry.intermediate_size,
+        "vocab_size": geometry.vocab_size,
+        "max_position_embeddings": geometry.max_position_embeddings,
+        "rope_theta": geometry.rope_theta,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "swapless_builder": {
+            "shape": shape,
+            "arch": arch,
+            "seed": seed,
+            "random_weights": True,
+        },
+    }
+
+
+def _random_parameters(model: nn.Module, seed: int) -> dict:
+    """Return a random parameter tree for ``model``, deterministic from ``seed``.
+
+    Norm scales are 1; everything else (weights and biases) is uniform with standard
+    deviation `INIT_STD`, drawn in float32 and rounded to bfloat16. Each
+    parameter gets its own key, split from the seed in sorted-name order, so a value
+    never depends on how MLX schedules the others.
+    """
+    norms = {
+        f"{path}.weight"
+        for path, module in model.named_modules()
+        if isinstance(module, nn.RMSNorm | nn.LayerNorm)
+    }
+    flat = sorted(tree_flatten(model.parameters()), key=lambda item: item[0])
+    keys = mx.random.split(mx.random.key(seed), len(flat))
+    parameters = []
+    for index, (name, value) in enumerate(flat):
+        if name in norms:
+            new = mx.ones(value.shape, dtype=WEIGHT_DTYPE)
+        else:
+            new = mx.random.uniform(
+                -_UNIFORM_BOUND, _UNIFORM_BOUND, value.shape, key=keys[index]
+            ).astype(WEIGHT_DTYPE)
+        parameters.append((name, new))
+    return tree_unflatten(parameters)
+
+
+def _target_folder(folder: Path) -> None:
+    """Refuse to overwrite an existing model folder; allow a missing or empty one."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(f"{folder} already exists and is not an empty folder")
+
+
+def build_model(
+    folder: str | Path,
+    shape: str = "tiny",
+    bits: int = 16,
+    seed: int = 0,
+    arch: str | None = None,
+) -> Path:
+    """Write a random-weight model that ``mlx_lm.load(folder)`` loads unchanged.
+
+    The folder appears complete or not at all: files are written to a temporary
+    sibling folder that is renamed at the end.
+
+    Args:
+        folder: Where to write the model; must not exist or be empty.
+        shape: A key of `SHAPES`.
+        bits: 16 for dense bfloat16 weights, 8 or 4 for weights quantized as
+            ``mlx_lm.convert -q`` does (affine, group size 64).
+        seed: Seed of the weights; the same seed gives byte-identical weights.
+        arch: ``llama`` or ``qwen2`` to override the shape's architecture.
+
+    Returns:
+        The model folder.
+
+    Raises:
+        ValueError: If ``shape``, ``bits`` or ``arch`` is not an allowed value.
+        FileExistsError: If ``folder`` exists and is not empty.
+    """
+    if bits not in ALLOWED_BITS:
+        raise ValueError(
+            f"bits must be one of {', '.join(map(str, ALLOWED_BITS))}, got {bits!r}"
+        )
+    config = model_config(shape, arch, seed)
+    folder = Path(folder)
+    _target_folder(folder)
+
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    # The constructor's own initial values are lazy and are replaced before evaluation,
+    # so they cost nothing.
+    model.update(_random_parameters(model, seed))
+    if bits < 16:
+        # quantize_model prints a progress line; a library must not write to stdout.
+        with contextlib.redirect_stdout(io.StringIO()):
+            model, config = quantize_model(model, config, GROUP_SIZE, bits)
+    mx.eval(model.parameters())
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        tokenizer = write_tokenizer(
+            staging,
+            SHAPES[shape].tokenizer_vocab_size,
+            SHAPES[shape].max_position_embeddings,
+        )
+        config["bos_token_id"] = tokenizer.token_to_id(ENDOFTEXT)
+        # mlx_lm.load reads the stop tokens from here as well as from the tokenizer.
+        config["eos_token_id"] = tokenizer.token_to_id(IM_END)
+        save_model(staging, model)
+        save_config(config, staging / "config.json")
+        _target_folder(folder)
+        if folder.exists():
+            folder.rmdir()
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder

@@ -1,0 +1,255 @@
+"""Task presets: typed, validated bundles of every per-conversation setting.
+
+Built-in presets come from ``resources/presets.toml``; user presets are TOML files under
+``SWAPLESS_HOME/presets``. Every value is checked on load, and a bad one is refused with
+a message naming the key and the allowed values, so nothing downstream re-validates.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from app.core import paths
+from app.core.errors import SettingsError
+from app.core.generation_settings import (
+    VALID_KV_BITS,
+    VALID_KV_GROUPS,
+    KVSettings,
+    SamplingSettings,
+)
+
+DEFAULT_PRESET = "chat"
+VALID_TRIM_METHODS = ("splice", "rebuild")
+VALID_SUMMARY_MODES = ("model", "extractive")
+KEEP_RATIO_RANGE = (0.1, 0.9)
+MIN_CONTEXT = 256
+MAX_CONTEXT = 1_048_576
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Every setting a conversation runs with.
+
+    Attributes:
+        name: The preset's name.
+        description: One line shown in the preset picker.
+        kv_bits: KV cache precision (16, 8 or 4).
+        kv_group: KV quantization group size (32, 64 or 128).
+        quantized_kv_start: Tokens held before KV quantization starts.
+        max_context: Tokens the conversation may hold before it is trimmed.
+        keep_ratio: Share of ``max_context`` kept (newest turns) when trimming.
+        auto_trim: Trim automatically; when off an over-long request is refused.
+        trim_method: ``splice`` (keep cached KV, compute only the summary) or
+            ``rebuild`` (re-prefill the trimmed context; exact).
+        summary_mode: ``model`` (the loaded model writes it) or ``extractive``.
+        summary_max_tokens: Upper bound on a summary's length.
+        segmenting: Process long documents in segments.
+        segment_tokens: Tokens per document segment.
+        temperature: Sampling temperature (0 is greedy).
+        top_p: Nucleus sampling threshold.
+        max_tokens: Upper bound on a reply's length.
+        system_prompt: The system prompt.
+    """
+
+    name: str
+    description: str
+    kv_bits: int
+    kv_group: int
+    quantized_kv_start: int
+    max_context: int
+    keep_ratio: float
+    auto_trim: bool
+    trim_method: str
+    summary_mode: str
+    summary_max_tokens: int
+    segmenting: bool
+    segment_tokens: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    system_prompt: str
+
+    def kv_settings(self) -> KVSettings:
+        """Return the KV cache precision of this preset."""
+        return KVSettings(
+            bits=self.kv_bits,
+            group_size=self.kv_group,
+            quantized_kv_start=self.quantized_kv_start,
+        )
+
+    def sampling_settings(self, seed: int | None = None) -> SamplingSettings:
+        """Return the sampling settings of this preset."""
+        return SamplingSettings(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=seed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return every field as plain values (what a conversation stores)."""
+        return asdict(self)
+
+    def with_changes(self, **changes: Any) -> Preset:
+        """Return a validated copy with some settings changed."""
+        data = self.to_dict()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return preset_from_dict(data["name"], data)
+
+
+_FIELDS = {f.name: f for f in fields(Preset)}
+_CHOICES: dict[str, tuple] = {
+    "kv_bits": VALID_KV_BITS,
+    "kv_group": VALID_KV_GROUPS,
+    "trim_method": VALID_TRIM_METHODS,
+    "summary_mode": VALID_SUMMARY_MODES,
+}
+_RANGES: dict[str, tuple[float, float]] = {
+    "keep_ratio": KEEP_RATIO_RANGE,
+    "max_context": (MIN_CONTEXT, MAX_CONTEXT),
+    "quantized_kv_start": (0, MAX_CONTEXT),
+    "summary_max_tokens": (16, 4096),
+    "segment_tokens": (256, 131_072),
+    "temperature": (0.0, 5.0),
+    "top_p": (0.01, 1.0),
+    "max_tokens": (1, 65_536),
+}
+
+
+def _check_value(preset: str, key: str, value: Any) -> Any:
+    expected = _FIELDS[key].type
+    where = f"preset {preset!r}: {key}"
+    if expected == "bool":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where} must be true or false, got {value!r}")
+        return value
+    if expected == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{where} must be a whole number, got {value!r}")
+    elif expected == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SettingsError(f"{where} must be a number, got {value!r}")
+        value = float(value)
+    elif expected == "str" and not isinstance(value, str):
+        raise SettingsError(f"{where} must be text, got {value!r}")
+    if key in _CHOICES and value not in _CHOICES[key]:
+        allowed = ", ".join(str(v) for v in _CHOICES[key])
+        raise SettingsError(f"{where} must be one of {allowed}, got {value!r}")
+    if key in _RANGES:
+        low, high = _RANGES[key]
+        if not low <= value <= high:
+            raise SettingsError(
+                f"{where} must be between {low} and {high}, got {value!r}"
+            )
+    return value
+
+
+def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
+    """Validate ``data`` and return it as a `Preset`.
+
+    Args:
+        name: The preset's name.
+        data: Its settings; ``name`` inside it is ignored.
+
+    Raises:
+        SettingsError: For an unknown key, a missing key or an invalid value; the
+            message names the key and the allowed values.
+    """
+    if not _NAME.match(name):
+        raise SettingsError(
+            f"preset name {name!r} must be 1-40 lowercase letters, digits, '-' or '_'"
+        )
+    values = {k: v for k, v in data.items() if k != "name"}
+    unknown = sorted(set(values) - set(_FIELDS))
+    if unknown:
+        allowed = ", ".join(k for k in _FIELDS if k != "name")
+        raise SettingsError(
+            f"preset {name!r}: unknown key {unknown[0]!r}; allowed keys are {allowed}"
+        )
+    missing = [k for k in _FIELDS if k not in values and k != "name"]
+    if missing:
+        raise SettingsError(f"preset {name!r}: missing key {missing[0]!r}")
+    checked = {key: _check_value(name, key, value) for key, value in values.items()}
+    return Preset(name=name, **checked)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"Preset file {path} cannot be read: {exc}") from exc
+
+
+def builtin_presets() -> dict[str, Preset]:
+    """Return the presets shipped with Swapless, by name."""
+    tables = _read_toml(paths.resources_dir() / "presets.toml")
+    return {name: preset_from_dict(name, table) for name, table in tables.items()}
+
+
+def user_presets() -> dict[str, Preset]:
+    """Return the user's presets (one TOML file each), by name."""
+    found = {}
+    for path in sorted(paths.presets_dir().glob("*.toml")):
+        found[path.stem] = preset_from_dict(path.stem, _read_toml(path))
+    return found
+
+
+def all_presets() -> dict[str, Preset]:
+    """Return built-in and user presets; a user preset may not shadow a built-in."""
+    presets = builtin_presets()
+    for name, preset in user_presets().items():
+        presets.setdefault(name, preset)
+    return presets
+
+
+def get_preset(name: str) -> Preset:
+    """Return one preset by name.
+
+    Raises:
+        SettingsError: If there is no such preset; the message lists the known ones.
+    """
+    presets = all_presets()
+    if name not in presets:
+        raise SettingsError(
+            f"unknown preset {name!r}; choose one of {', '.join(presets)}"
+        )
+    return presets[name]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def save_user_preset(preset: Preset) -> Path:
+    """Write a user preset to ``SWAPLESS_HOME/presets/<name>.toml``.
+
+    Raises:
+        SettingsError: If the name is taken by a built-in preset.
+    """
+    if preset.name in builtin_presets():
+        raise SettingsError(
+            f"{preset.name!r} is a built-in preset; save under another name"
+        )
+    path = paths.presets_dir() / f"{preset.name}.toml"
+    lines = [
+        f"{key} = {_toml_value(value)}"
+        for key, value in preset.to_dict().items()
+        if key != "name"
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def delete_user_preset(name: str) -> None:
+    """Remove a user preset file, if it exists."""
+    (paths.presets_dir() / f"{name}.toml").unlink(missing_ok=True)

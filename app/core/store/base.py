@@ -1,0 +1,74 @@
+"""What every part of the `Store` shares: the connection, the lock and the clock.
+
+The store's methods are grouped by subject in mixins (conversations, messages,
+summaries, documents, search, export, import) that all build on `StoreBase`. Every public
+method reads inside `_reading()` or writes inside `_writing()`, so each write is one
+transaction, access from the UI and the generation thread is serialised, and
+environment failures reach the caller as `StoreError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from app.core.errors import StoreError
+from app.core.store.database import translate_errors
+from app.core.store.records import format_time
+
+
+class NotFoundError(StoreError, LookupError):
+    """A conversation, message, summary or document id does not exist (any more)."""
+
+
+class StoreBase:
+    """Connection, lock and clock shared by the store's mixins."""
+
+    def __init__(self, db: Database, path: Path, clock: Callable[[], datetime]) -> None:
+        self._db = db
+        self._path = path
+        self._clock = clock
+        # Re-entrant: a public method may call another one while holding it.
+        self._lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Database]:
+        """Yield the database inside a read transaction (one consistent snapshot)."""
+        with self._lock, translate_errors(self._path), self._db.atomic():
+            yield self._db
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Database]:
+        """Yield the database inside one transaction, rolled back on any error."""
+        # atomic() is innermost so the rollback happens before the error is translated.
+        with self._lock, translate_errors(self._path), self._db.atomic():
+            yield self._db
+
+    def _now(self) -> str:
+        return format_time(self._clock())
+
+    def _touch(self, db: Database, conversation_id: int, now: str) -> None:
+        """Record that a conversation gained content at ``now`` (moves it up the list)."""
+        db.execute(
+            "UPDATE conversations SET updated_at = ? WHERE id = ?",
+            [now, conversation_id],
+        )
+
+    def _row(self, db: Database, table: str, row_id: int, what: str) -> dict[str, Any]:
+        """Return one row by id.
+
+        Raises:
+            NotFoundError: No row has that id.
+        """
+        rows = list(db.query(f"SELECT * FROM {table} WHERE id = ?", [row_id]))
+        if not rows:
+            raise NotFoundError(
+                f"{what} {row_id} does not exist (it may have been deleted)."
+            )
+        return rows[0]

@@ -1,0 +1,245 @@
+"""Opening the SQLite file safely, and turning SQLite's failures into words.
+
+Everything that can go wrong with the *file* rather than with a query is handled here:
+a corrupt file is moved aside (never overwritten), a file from a newer Swapless is
+refused before anything writes to it, and full disks, read-only locations, locks and
+I/O errors become `StoreError`s that name the path. The rest of the store only runs
+queries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from app.core.errors import StoreError
+from app.core.store import migrations
+
+# Long enough to ride out another thread's or process's short write, short enough
+# that a stuck lock becomes a readable error instead of a frozen window.
+BUSY_TIMEOUT_MS = 5000
+
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# Files SQLite keeps next to the database; a stale one must follow the file it
+# belongs to, or SQLite would replay it into the new, empty database.
+_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class OpenedDatabase:
+    """A ready-to-use database and what happened while opening it.
+
+    Attributes:
+        db: The migrated database.
+        recovered_from: Where a corrupt file was moved, or None.
+    """
+
+    db: Database
+    recovered_from: Path | None
+
+
+def open_database(path: Path, now: datetime) -> OpenedDatabase:
+    """Open (creating if needed), check and migrate the database at ``path``.
+
+    The order matters: integrity and version are checked through a read-only
+    connection, so a file that is refused stays byte-for-byte as it was; only then is
+    WAL switched on and the schema migrated.
+
+    Args:
+        path: The database file.
+        now: Current time, used to name the backup of a corrupt file.
+
+    Returns:
+        The opened database and the backup path if the old file was corrupt.
+
+    Raises:
+        StoreError: The file is from a newer Swapless, or cannot be opened or
+            written (read-only location, full disk, locked, I/O error).
+    """
+    with translate_errors(path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Swapless cannot create the folder {path.parent} for its conversation "
+                f"database: {exc.strerror or exc}."
+            ) from exc
+        conn, recovered_from = _connect_checked(path, now)
+        db = Database(conn, execute_plugins=False)
+        try:
+            _enable_wal(db)
+            migrations.migrate(db)
+        except BaseException:
+            db.close()
+            raise
+    return OpenedDatabase(db, recovered_from)
+
+
+def _connect_checked(
+    path: Path, now: datetime
+) -> tuple[sqlite3.Connection, Path | None]:
+    """Connect to ``path`` after checking it, moving it aside if it is corrupt.
+
+    The checks use a read-only connection: unlike a normal one, it never
+    checkpoints a WAL into the main file when it closes, so a refused or corrupt
+    file keeps its exact bytes.
+
+    Raises:
+        StoreError: The file was written by a newer Swapless.
+    """
+    if not path.exists():
+        return _connect(path), None
+    checker = _connect_read_only(path)
+    try:
+        corrupt = _is_corrupt(checker, path)
+    finally:
+        checker.close()
+    backup = _move_aside(path, now) if corrupt else None
+    return _connect(path), backup
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # The Store serialises all access with a lock, so the connection may be shared
+    # by the UI thread and the generation thread.
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _is_corrupt(conn: sqlite3.Connection, path: Path) -> bool:
+    """Return whether the file is not SQLite or fails ``PRAGMA quick_check``.
+
+    Only corruption answers True: a locked or unreadable file raises instead, because
+    moving a healthy database aside would hide the user's conversations.
+
+    Raises:
+        StoreError: The file was written by a newer Swapless. The header is checked
+            before anything parses the schema, which a newer Swapless may have made
+            unreadable to this SQLite.
+    """
+    try:
+        migrations.refuse_newer(migrations.header_version(conn), path)
+        if conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+            return True
+        migrations.refuse_newer(migrations.recorded_version(conn), path)
+    except sqlite3.DatabaseError as exc:
+        if _primary_code(exc) in _CORRUPT_CODES:
+            return True
+        raise
+    return False
+
+
+def _move_aside(path: Path, now: datetime) -> Path:
+    """Rename a corrupt database (and its sidecar files) to ``<name>.corrupt-<time>``.
+
+    Returns:
+        The new path of the corrupt file.
+    """
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    backup = path.with_name(f"{path.name}.corrupt-{stamp}")
+    counter = 1
+    while backup.exists():
+        counter += 1
+        backup = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
+    try:
+        # Sidecars first: a crash half-way must not leave an old WAL or journal
+        # next to the fresh database that will be created at ``path``.
+        for suffix in _SIDECAR_SUFFIXES:
+            sidecar = path.with_name(path.name + suffix)
+            if sidecar.exists():
+                os.replace(sidecar, backup.with_name(backup.name + suffix))
+        os.replace(path, backup)
+    except OSError as exc:
+        raise StoreError(
+            f"The conversation database {path} is damaged and Swapless could not move "
+            f"it aside to {backup}: {exc.strerror or exc}. Move or delete it yourself "
+            "to start a new one."
+        ) from exc
+    return backup
+
+
+def _enable_wal(db: Database) -> None:
+    # WAL lets the UI read while a reply is being saved, and a crash mid-write
+    # cannot damage what was committed before.
+    with db.ensure_autocommit_on():
+        db.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def describe_error(exc: sqlite3.Error, path: Path | str) -> str | None:
+    """Return a message for the user if ``exc`` is a fault of the environment.
+
+    Args:
+        exc: An error raised by sqlite3.
+        path: The database file, named in the message.
+
+    Returns:
+        The message, or None if the error is a bug (bad SQL, constraint violation).
+    """
+    code = _primary_code(exc)
+    if code == sqlite3.SQLITE_FULL:
+        return (
+            f"The disk is full: Swapless could not save to {path}. Free some space and "
+            "try again; everything saved before is still there."
+        )
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
+        return (
+            f"The conversation database {path} is read-only, so Swapless cannot save "
+            "to it. Check the permissions of the file and its folder."
+        )
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return (
+            f"Swapless cannot open the conversation database {path}. Check that the "
+            "folder exists and is writable."
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return (
+            f"The conversation database {path} is locked by another program. Close "
+            "other Swapless windows or processes and try again."
+        )
+    if code == sqlite3.SQLITE_IOERR:
+        return (
+            f"A disk error occurred while using the conversation database {path} "
+            f"({exc}). Check the disk; everything saved before is still there."
+        )
+    if code in _CORRUPT_CODES:
+        return (
+            f"The conversation database {path} is damaged. Restart Swapless: it will "
+            "move the damaged file aside and start a new one."
+        )
+    if code == sqlite3.SQLITE_NOMEM:
+        return f"Out of memory while using the conversation database {path}."
+    return None
+
+
+@contextlib.contextmanager
+def translate_errors(path: Path | str) -> Iterator[None]:
+    """Turn sqlite3 errors caused by the environment into `StoreError`.
+
+    Other sqlite3 errors are bugs and propagate unchanged.
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        message = describe_error(exc, path)
+        if message is None:
+            raise
+        raise StoreError(message) from exc

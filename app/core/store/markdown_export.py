@@ -1,0 +1,144 @@
+"""Rendering a conversation export as Markdown, for people rather than programs.
+
+It works on the dict `Store.export_json` returns, so the JSON and Markdown exports
+can never disagree. Messages are numbered, and each summary is shown just before the
+first message it replaced, saying which messages it stands for in the model's context.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.core.store.records import parse_time
+
+_METHOD_WORDS = {
+    "model": "written by the model",
+    "extractive": "extracted from the text",
+}
+
+
+def render_markdown(export: dict[str, Any]) -> str:
+    """Return the Markdown form of an export made by `Store.export_json`."""
+    conversation = export["conversation"]
+    lines = [f"# {conversation['title'] or 'Untitled conversation'}", ""]
+    lines += _metadata(conversation)
+    if conversation["system_prompt"]:
+        lines += ["## System prompt", "", conversation["system_prompt"], ""]
+    lines += _messages(export["messages"], export["summaries"])
+    lines += _documents(export["documents"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _metadata(conversation: dict[str, Any]) -> list[str]:
+    lines = [
+        f"- **Created:** {_when(conversation['created_at'])}",
+        f"- **Updated:** {_when(conversation['updated_at'])}",
+    ]
+    if conversation["model"]:
+        lines.append(f"- **Model:** `{conversation['model']}`")
+    if conversation["preset"]:
+        lines.append(f"- **Preset:** {conversation['preset']}")
+    if conversation["settings"]:
+        lines.append(f"- **Settings:** `{json.dumps(conversation['settings'])}`")
+    return [*lines, ""]
+
+
+def _messages(
+    messages: list[dict[str, Any]], summaries: list[dict[str, Any]]
+) -> list[str]:
+    if not messages:
+        return []
+    lines = ["## Messages", ""]
+    starting_at: dict[int, list[int]] = {}
+    for index, summary in enumerate(summaries):
+        starting_at.setdefault(summary["first_message"], []).append(index)
+    for index, message in enumerate(messages):
+        for summary_index in starting_at.get(index, []):
+            lines += _summary(summary_index, summaries[summary_index])
+        heading = f"### {index + 1}. {message['role'].capitalize()} · {_when(message['created_at'])}"
+        if message["state"] != "complete":
+            heading += f" ({message['state']})"
+        lines += [heading, ""]
+        if message["summary"] is not None:
+            lines += [
+                f"*Replaced by summary {message['summary'] + 1} in the model's context.*",
+                "",
+            ]
+        lines += [message["content"] or "*(empty)*", ""]
+        if message["error"]:
+            lines += [f"**Error:** {message['error']}", ""]
+        stats = _stats_line(message["stats"])
+        if stats:
+            lines += [f"*{stats}*", ""]
+    return lines
+
+
+def _summary(index: int, summary: dict[str, Any]) -> list[str]:
+    span = f"messages {summary['first_message'] + 1}–{summary['last_message'] + 1}"
+    if summary["first_message"] == summary["last_message"]:
+        span = f"message {summary['first_message'] + 1}"
+    note = f"{_METHOD_WORDS.get(summary['method'], summary['method'])}, replaces {span}"
+    if summary["superseded_by"] is not None:
+        note += f"; later folded into summary {summary['superseded_by'] + 1}"
+    quoted = [f"> {line}" if line else ">" for line in summary["content"].splitlines()]
+    return [f"> **Summary {index + 1}** ({note})", ">", *quoted, ""]
+
+
+def _stats_line(stats: dict[str, Any]) -> str:
+    parts = []
+    if stats.get("prompt_tokens") is not None:
+        parts.append(f"{stats['prompt_tokens']} prompt tokens")
+    if stats.get("reused_tokens"):
+        parts.append(f"{stats['reused_tokens']} reused")
+    if stats.get("generated_tokens") is not None:
+        parts.append(f"{stats['generated_tokens']} generated")
+    if stats.get("ttft_s") is not None:
+        parts.append(f"first token {stats['ttft_s']:.2f} s")
+    if stats.get("tokens_per_s") is not None:
+        parts.append(f"{stats['tokens_per_s']:.1f} tok/s")
+    if stats.get("peak_memory_bytes") is not None:
+        parts.append(f"peak memory {_size(stats['peak_memory_bytes'])}")
+    if stats.get("kv_bits") is not None:
+        parts.append(f"{stats['kv_bits']}-bit KV cache")
+    return " · ".join(parts)
+
+
+def _documents(documents: list[dict[str, Any]]) -> list[str]:
+    if not documents:
+        return []
+    lines = ["## Documents", ""]
+    for document in documents:
+        total = document["segments_total"]
+        done = len(document["segments"])
+        progress = f"{done} of {total} segments" if total else f"{done} segments"
+        lines += [
+            f"### {document['name']}",
+            "",
+            f"{_size(document['size_bytes'])} · {progress} of {document['segment_tokens']}"
+            f" tokens · {document['status']} · sha256 `{document['sha256']}`",
+            "",
+        ]
+        if document["error"]:
+            lines += [f"**Error:** {document['error']}", ""]
+        for segment in document["segments"]:
+            lines += [
+                f"#### Segment {segment['segment_index'] + 1} ({segment['token_count']} tokens)",
+                "",
+                segment["notes"],
+                "",
+            ]
+    return lines
+
+
+def _when(timestamp: str) -> str:
+    return parse_time(timestamp).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(size_bytes: int) -> str:
+    size = float(size_bytes)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size_bytes} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,253 @@
+"""Messages, and the life of a streamed reply: generating → complete/interrupted/error.
+
+A reply is saved while it streams (see `ReplySaver`), so a crash or kill loses at most
+the last second of text; `recover_interrupted` turns what was left ``generating`` into
+``interrupted`` the next time the store opens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from app.core.store.base import StoreBase
+from app.core.store.records import ROLES, Message, ReplyStats
+
+
+class MessagesMixin(StoreBase):
+    """Message and reply methods of `Store`."""
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        *,
+        token_count: int | None = None,
+    ) -> int:
+        """Save a finished message (typically the user's) in one transaction.
+
+        Args:
+            conversation_id: The conversation.
+            role: ``system``, ``user`` or ``assistant``.
+            content: The text.
+            token_count: Tokens of ``content`` if known.
+
+        Returns:
+            The new message's id.
+
+        Raises:
+            ValueError: ``role`` is not one of the allowed roles.
+            NotFoundError: No conversation has that id.
+        """
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        return self._insert_message(
+            conversation_id,
+            {"role": role, "content": content, "token_count": token_count},
+        )
+
+    def get_message(self, message_id: int) -> Message:
+        """Return one message.
+
+        Raises:
+            NotFoundError: No message has that id.
+        """
+        with self._reading() as db:
+            return Message.from_row(self._row(db, "messages", message_id, "Message"))
+
+    def messages(
+        self, conversation_id: int, *, include_trimmed: bool = False
+    ) -> list[Message]:
+        """Return a conversation's messages in order.
+
+        Args:
+            conversation_id: The conversation.
+            include_trimmed: Also return messages a summary replaced in the model's
+                context (the UI shows them; the model does not see them).
+
+        Raises:
+            NotFoundError: No conversation has that id.
+        """
+        sql = "SELECT * FROM messages WHERE conversation_id = ?"
+        if not include_trimmed:
+            sql += " AND summary_id IS NULL"
+        with self._reading() as db:
+            self._row(db, "conversations", conversation_id, "Conversation")
+            return [
+                Message.from_row(r)
+                for r in db.query(sql + " ORDER BY id", [conversation_id])
+            ]
+
+    def set_token_count(self, message_id: int, token_count: int) -> None:
+        """Record how many tokens a message has, once the tokenizer has counted them.
+
+        Raises:
+            NotFoundError: No message has that id.
+        """
+        with self._writing() as db:
+            self._row(db, "messages", message_id, "Message")
+            db["messages"].update(message_id, {"token_count": token_count})
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete one message, e.g. a reply the user regenerates.
+
+        Raises:
+            ValueError: A summary covers the message (delete the conversation, or
+                leave history as it is).
+            NotFoundError: No message has that id.
+        """
+        with self._writing() as db:
+            row = self._row(db, "messages", message_id, "Message")
+            if row["summary_id"] is not None:
+                raise ValueError(
+                    f"message {message_id} is covered by summary {row['summary_id']} "
+                    "and cannot be deleted on its own"
+                )
+            db.execute("DELETE FROM messages WHERE id = ?", [message_id])
+
+    def begin_reply(self, conversation_id: int) -> int:
+        """Create an empty assistant message in state ``generating``.
+
+        Returns:
+            The reply's message id, for `update_reply_text` and `finish_reply`.
+
+        Raises:
+            NotFoundError: No conversation has that id.
+        """
+        return self._insert_message(
+            conversation_id,
+            {"role": "assistant", "content": "", "state": "generating"},
+        )
+
+    def update_reply_text(self, message_id: int, text: str) -> None:
+        """Save the partial text of a reply that is still generating.
+
+        Raises:
+            ValueError: The reply is no longer generating.
+            NotFoundError: No message has that id.
+        """
+        with self._writing() as db:
+            cursor = db.execute(
+                "UPDATE messages SET content = ? WHERE id = ? AND state = 'generating'",
+                [text, message_id],
+            )
+            if cursor.rowcount == 0:
+                self._require_generating(db, message_id)
+
+    def finish_reply(
+        self,
+        message_id: int,
+        content: str,
+        stats: ReplyStats | None = None,
+        *,
+        token_count: int | None = None,
+        stopped: bool = False,
+    ) -> None:
+        """Save a reply's final text and stats in one transaction.
+
+        Args:
+            message_id: The reply from `begin_reply`.
+            content: The complete text.
+            stats: Measurements of the generation.
+            token_count: Tokens of ``content``; defaults to ``stats.generated_tokens``.
+            stopped: The user stopped the reply early: it is saved as
+                ``interrupted`` instead of ``complete``.
+
+        Raises:
+            ValueError: The reply is no longer generating.
+            NotFoundError: No message has that id.
+        """
+        self._end_reply(
+            message_id,
+            content,
+            stats,
+            state="interrupted" if stopped else "complete",
+            token_count=token_count,
+            error=None,
+        )
+
+    def fail_reply(
+        self,
+        message_id: int,
+        content: str,
+        error: str,
+        stats: ReplyStats | None = None,
+    ) -> None:
+        """Save a reply that failed, keeping the text generated so far.
+
+        Raises:
+            ValueError: The reply is no longer generating.
+            NotFoundError: No message has that id.
+        """
+        self._end_reply(
+            message_id, content, stats, state="error", token_count=None, error=error
+        )
+
+    def recover_interrupted(self) -> int:
+        """Mark replies and documents left mid-work by a crash as ``interrupted``.
+
+        Called by `Store.open`. Text saved so far is kept; document reading can be
+        resumed from `next_segment_index`.
+
+        Returns:
+            The number of replies that were left ``generating``.
+        """
+        with self._writing() as db:
+            count = db.execute(
+                "UPDATE messages SET state = 'interrupted' WHERE state = 'generating'"
+            ).rowcount
+            db.execute(
+                "UPDATE documents SET status = 'interrupted' WHERE status = 'reading'"
+            )
+        return count
+
+    def _insert_message(self, conversation_id: int, values: dict[str, Any]) -> int:
+        with self._writing() as db:
+            self._row(db, "conversations", conversation_id, "Conversation")
+            now = self._now()
+            message_id = (
+                db["messages"]
+                .insert(
+                    {"conversation_id": conversation_id, "created_at": now, **values}
+                )
+                .last_pk
+            )
+            self._touch(db, conversation_id, now)
+            return message_id
+
+    def _end_reply(
+        self,
+        message_id: int,
+        content: str,
+        stats: ReplyStats | None,
+        *,
+        state: str,
+        token_count: int | None,
+        error: str | None,
+    ) -> None:
+        stats = stats or ReplyStats()
+        if token_count is None:
+            token_count = stats.generated_tokens
+        with self._writing() as db:
+            row = self._require_generating(db, message_id)
+            db["messages"].update(
+                message_id,
+                {
+                    "content": content,
+                    "state": state,
+                    "token_count": token_count,
+                    "error": error,
+                    **stats.as_dict(),
+                },
+            )
+            self._touch(db, row["conversation_id"], self._now())
+
+    def _require_generating(self, db: Database, message_id: int) -> dict[str, Any]:
+        row = self._row(db, "messages", message_id, "Message")
+        if row["state"] != "generating":
+            raise ValueError(
+                f"message {message_id} is not generating (state is {row['state']!r})"
+            )
+        return row

@@ -1,0 +1,79 @@
+"""Full-text search over message text and conversation titles (SQLite FTS5).
+
+The FTS indexes are kept in sync by triggers (see migration 1), so there is nothing
+to update here. What this module adds is turning whatever the user types into a safe
+FTS5 query: every word is quoted, so quotes, ``-``, ``*``, ``:`` or ``AND`` are plain
+text and never a syntax error.
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.core.store.base import StoreBase
+from app.core.store.records import SearchHit
+
+HIT_START = "["
+HIT_END = "]"
+_ELLIPSIS = "…"
+_SNIPPET_TOKENS = 12
+# FTS5's unicode61 tokenizer indexes letters and digits only; a word without any
+# (like "-" or "::") could never match and is dropped.
+_HAS_TOKEN = re.compile(r"[^\W_]")
+
+
+def fts_query(text: str) -> str:
+    """Return an FTS5 query matching rows that contain every word of ``text``.
+
+    Each word is quoted (inner quotes doubled) and matched as a prefix, so
+    ``"summ"`` also finds "summary".
+
+    Returns:
+        The query, or an empty string if ``text`` has no searchable word.
+    """
+    words = [word for word in text.split() if _HAS_TOKEN.search(word)]
+    return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+
+
+class SearchMixin(StoreBase):
+    """Search method of `Store`."""
+
+    def search(self, text: str, limit: int = 20) -> list[SearchHit]:
+        """Find conversations whose title or messages contain every word of ``text``.
+
+        Title hits come first, then message hits, each best match first.
+
+        Args:
+            text: What the user typed; any characters are allowed.
+            limit: Return at most this many hits.
+
+        Returns:
+            The hits; matches in ``snippet`` are wrapped in ``[`` and ``]``.
+        """
+        query = fts_query(text)
+        if not query or limit <= 0:
+            return []
+        markers = [HIT_START, HIT_END, _ELLIPSIS, _SNIPPET_TOKENS]
+        with self._reading() as db:
+            title_rows = db.execute(
+                "SELECT c.id, c.title,"
+                " snippet(conversations_fts, 0, ?, ?, ?, ?)"
+                " FROM conversations_fts JOIN conversations c"
+                " ON c.id = conversations_fts.rowid"
+                " WHERE conversations_fts MATCH ? ORDER BY rank LIMIT ?",
+                [*markers, query, limit],
+            ).fetchall()
+            message_rows = db.execute(
+                "SELECT m.conversation_id, c.title, m.id, m.role,"
+                " snippet(messages_fts, 0, ?, ?, ?, ?)"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " JOIN conversations c ON c.id = m.conversation_id"
+                " WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+                [*markers, query, limit - len(title_rows)],
+            ).fetchall()
+        hits = [
+            SearchHit(cid, title, None, None, snippet)
+            for cid, title, snippet in title_rows
+        ]
+        hits += [SearchHit(*row) for row in message_rows]
+        return hits

@@ -1,0 +1,193 @@
+"""Stored conversations on the real tiny model: reuse, auto-trim, summaries, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.chat.conversation_session import ConversationSession
+from app.core.chat.trimmer import Trimmer
+from app.core.engine.engine import Engine
+from app.core.errors import BudgetError
+from app.core.presets import get_preset
+from app.core.store import Store
+
+SYSTEM = "You are Swapless test bot. Always answer briefly."
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store.open(tmp_path / "chat.db")
+    yield store
+    store.close()
+
+
+def start(engine, store, tiny_model_dir, **changes):
+    preset = get_preset("chat").with_changes(
+        system_prompt=SYSTEM,
+        temperature=0.0,
+        max_tokens=16,
+        summary_mode="extractive",
+        **changes,
+    )
+    return ConversationSession.start(engine, store, preset, model=str(tiny_model_dir))
+
+
+def user_turn(i: int) -> str:
+    return f"Turn {i}: please remember that item {i} costs {i * 3} euros and is blue."
+
+
+def check_summary_coverage(store, conversation_id):
+    """Every message up to the active summary's end is covered; none after it."""
+    messages = store.messages(conversation_id, include_trimmed=True)
+    active = [s for s in store.summaries(conversation_id) if s.superseded_by is None]
+    if not active:
+        assert all(m.summary_id is None for m in messages)
+        return None
+    assert len(active) == 1
+    summary = active[0]
+    for message in messages:
+        covered = summary.first_message_id <= message.id <= summary.last_message_id
+        assert (message.summary_id is not None) == covered, message
+    return summary
+
+
+def test_forty_turns_never_pass_max_context(engine, store, tiny_model_dir):
+    session = start(engine, store, tiny_model_dir, max_context=512, keep_ratio=0.6)
+    system_ids = engine.render(
+        [{"role": "system", "content": SYSTEM}], add_generation_prompt=False
+    )
+    trims = 0
+    for i in range(1, 41):
+        report = session.send(user_turn(i))
+        held = engine.cache_state(session.cache_key).tokens
+        assert held <= 512 and report.context_tokens == held
+        assert report.effective_max_context == 512
+        cached = engine.cached_token_ids(session.cache_key)
+        assert (
+            cached[: len(system_ids)] == system_ids
+        )  # the system prompt is always kept
+        context = store.context_for_model(session.conversation_id)
+        assert context.system_prompt == SYSTEM
+        newest = context.messages[-2:]
+        assert [m.role for m in newest] == ["user", "assistant"]
+        assert newest[0].content == user_turn(i)
+        summary = check_summary_coverage(store, session.conversation_id)
+        if report.trimmed:
+            trims += 1
+            assert summary is not None and report.summary_tokens > 0
+            assert report.trim_method == "splice", report.trim_note
+            # After a splice the summary and kept turns come from the cache; only the
+            # new message and the tail of the last reply are prefilled. A rebuild
+            # would reuse just the system prompt.
+            assert report.reused_tokens > 0.6 * report.prompt_tokens
+    assert trims >= 5
+    assert len(store.messages(session.conversation_id, include_trimmed=True)) == 80
+
+
+def test_rebuild_trim_gives_the_same_greedy_reply_as_a_fresh_prefill(
+    engine, store, tiny_model_dir
+):
+    session = start(
+        engine, store, tiny_model_dir, max_context=400, trim_method="rebuild"
+    )
+    trimmed_reports = []
+    for i in range(1, 12):
+        report = session.send(user_turn(i))
+        if report.trimmed:
+            trimmed_reports.append(report)
+            context = store.context_for_model(session.conversation_id)
+            prompt_messages = session.model_messages(context)[:-1]  # without the reply
+            fresh = engine.chat(
+                f"fresh-{i}",
+                prompt_messages,
+                session.preset.kv_settings(),
+                session.preset.sampling_settings(),
+            )
+            assert fresh.text() == report.reply
+            assert report.trim_method == "rebuild"
+    assert trimmed_reports
+
+
+def test_auto_trim_off_refuses_with_the_numbers_and_saves_nothing(
+    engine, store, tiny_model_dir
+):
+    session = start(engine, store, tiny_model_dir, max_context=300, auto_trim=False)
+    with pytest.raises(BudgetError) as excinfo:
+        for i in range(1, 20):
+            session.send(user_turn(i))
+    message = str(excinfo.value)
+    assert "300" in message and "Auto-trim is off" in message
+    saved = store.messages(session.conversation_id, include_trimmed=True)
+    assert saved[-1].role == "assistant"  # the refused user message was not stored
+
+
+def test_critical_pressure_trims_and_refuses_the_prefill(engine, store, tiny_model_dir):
+    level = {"now": "normal"}
+    preset = get_preset("chat").with_changes(
+        system_prompt=SYSTEM,
+        temperature=0.0,
+        max_tokens=8,
+        summary_mode="extractive",
+        keep_ratio=0.3,
+    )
+    session = ConversationSession.start(
+        engine, store, preset, model=str(tiny_model_dir), pressure=lambda: level["now"]
+    )
+    for i in range(1, 6):
+        session.send(user_turn(i))
+    level["now"] = "critical"
+    with pytest.raises(BudgetError, match="critical"):
+        session.send("one more")
+    assert check_summary_coverage(store, session.conversation_id) is not None
+    level["now"] = "normal"
+    assert session.send("one more").finish_reason in {"length", "stop"}
+
+
+def test_warning_pressure_trims_earlier(engine, store, tiny_model_dir):
+    level = {"now": "warning"}
+    preset = get_preset("chat").with_changes(
+        system_prompt=SYSTEM,
+        temperature=0.0,
+        max_tokens=8,
+        summary_mode="extractive",
+        max_context=600,
+    )
+    session = ConversationSession.start(
+        engine, store, preset, model=str(tiny_model_dir), pressure=lambda: level["now"]
+    )
+    for i in range(1, 15):
+        report = session.send(user_turn(i))
+        assert report.context_tokens <= 0.75 * 600 + 8
+
+
+def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(
+    engine, tiny_model_dir
+):
+    kv = get_preset("chat").kv_settings()
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i in range(1, 4):
+        messages.append({"role": "user", "content": user_turn(i)})
+        handle = engine.chat(
+            "model-summary", list(messages), kv, get_preset("chat").sampling_settings(0)
+        )
+        messages.append({"role": "assistant", "content": handle.text()})
+    before = engine.cached_token_ids("model-summary")
+    trimmer = Trimmer(engine, "model-summary", kv, "separate")
+    text, method, note = trimmer.write_summary(
+        "model", 24, messages, [("user", "x")], 2, ""
+    )
+    assert method == "model" and note == ""
+    assert engine.count_tokens(text) <= 24 + 16  # bounded (plus the header)
+    after = engine.cached_token_ids("model-summary")
+    # The request and the summary's tokens were trimmed off; the history up to the last
+    # reply (whose generated tokens may re-tokenize differently) is intact.
+    history = engine.render(messages[:-1], add_generation_prompt=True)
+    assert after == before[: len(after)] and len(after) >= len(history)

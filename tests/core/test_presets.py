@@ -1,0 +1,76 @@
+"""Presets are typed, validated, and user presets live under SWAPLESS_HOME."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.errors import SettingsError
+from app.core.presets import (
+    all_presets,
+    builtin_presets,
+    get_preset,
+    save_user_preset,
+    user_presets,
+)
+
+
+def test_builtin_presets_match_the_documented_intent():
+    presets = builtin_presets()
+    assert list(presets) == ["chat", "long-document", "code", "precise"]
+    chat = presets["chat"]
+    assert (chat.kv_bits, chat.max_context, chat.keep_ratio, chat.summary_mode) == (
+        8,
+        10000,
+        0.6,
+        "model",
+    )
+    assert presets["long-document"].kv_bits == 4 and presets["long-document"].segmenting
+    assert presets["long-document"].max_context > chat.max_context
+    assert presets["code"].kv_bits == 8 and presets["code"].keep_ratio == 0.7
+    assert presets["code"].temperature < chat.temperature
+    precise = presets["precise"]
+    assert (precise.kv_bits, precise.trim_method, precise.temperature) == (
+        16,
+        "rebuild",
+        0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kv_group": 16}, "kv_group must be one of 32, 64, 128, got 16"),
+        ({"kv_bits": 3}, "kv_bits must be one of 16, 8, 4, got 3"),
+        ({"keep_ratio": 1.5}, "keep_ratio must be between 0.1 and 0.9, got 1.5"),
+        ({"trim_method": "cut"}, "trim_method must be one of splice, rebuild"),
+        ({"auto_trim": "yes"}, "auto_trim must be true or false"),
+    ],
+)
+def test_invalid_values_name_the_key_and_the_allowed_values(change, message):
+    with pytest.raises(SettingsError, match=message):
+        get_preset("chat").with_changes(**change)
+
+
+def test_unknown_keys_are_rejected(swapless_home):
+    (swapless_home / "presets").mkdir(exist_ok=True)
+    (swapless_home / "presets" / "mine.toml").write_text('colour = "blue"\n')
+    with pytest.raises(
+        SettingsError, match="unknown key 'colour'; allowed keys are description"
+    ):
+        user_presets()
+
+
+def test_user_presets_round_trip_and_cannot_shadow_builtins(swapless_home):
+    mine = get_preset("code").with_changes(
+        name="mine", kv_bits=4, system_prompt='Say "hi"\nthen stop.'
+    )
+    path = save_user_preset(mine)
+    assert path.parent == swapless_home / "presets"
+    assert get_preset("mine") == mine
+    assert "mine" in all_presets()
+    with pytest.raises(SettingsError, match="built-in"):
+        save_user_preset(get_preset("chat"))
+    with pytest.raises(
+        SettingsError, match="unknown preset 'nope'; choose one of chat"
+    ):
+        get_preset("nope")
