@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from app import __version__
@@ -48,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     blas.reexec_with_openblas(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "smoke_test", False):
+        from app.ui.smoke_test import run_smoke_test
+
+        return run_smoke_test()
     if args.command is None:
-        args = parser.parse_args(["chat", *argv])
+        return _run_desktop_or_chat(argv)
     try:
         return int(args.run(args) or EXIT_OK)
     except KnownError as exc:
@@ -61,6 +66,36 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+
+
+def _run_desktop_or_chat(argv: list[str]) -> int:
+    """Open the desktop app; without a usable display, fall back to the terminal chat."""
+    if not _has_display():
+        print(
+            "swapless: no display found (DISPLAY/WAYLAND_DISPLAY unset); starting the "
+            "terminal chat. `swapless chat --help` lists its options.",
+            file=sys.stderr,
+        )
+        return main(["chat", *argv])
+    try:
+        from app.ui.application import run_app
+    except ImportError as exc:  # the window code is missing from this build
+        print(
+            f"swapless: the desktop app is unavailable ({exc}); starting the terminal chat.",
+            file=sys.stderr,
+        )
+        return main(["chat", *argv])
+    return run_app(argv)
+
+
+def _has_display() -> bool:
+    """Return False on Linux/BSD when no X11/Wayland display (or Qt platform) is set."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return any(
+        os.environ.get(name)
+        for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    )
 
 
 def main_gui() -> int:

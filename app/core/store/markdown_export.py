@@ -136,9 +136,11 @@ def _when(timestamp: str) -> str:
 
 
 def _size(size_bytes: int) -> str:
-    size = float(size_bytes)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size_bytes} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+    if size_bytes < 1024:
+        return f"{size_bytes} bytes"
+    size = size_bytes / 1024
+    for unit in ("KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} GB"

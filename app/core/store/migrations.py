@@ -11,14 +11,15 @@ of a database file. Rules that keep old files safe:
   migration produces cannot drift when the library changes its type names.
 * The ``_migrations`` table keeps its shape forever, and the version is mirrored in
   the header field ``PRAGMA user_version``: that is how an older Swapless recognises
-  a newer file and refuses it instead of rewriting it (or, if the newer schema is
-  beyond its SQLite, mistaking it for a corrupt one).
+  a newer file and refuses it, rather than rewriting it or (when the newer schema is
+  beyond its SQLite) mistaking it for a corrupt one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,7 +245,7 @@ def migrate(db: Database, *, up_to: int = SCHEMA_VERSION) -> list[int]:
             to produce the schema of an older release).
 
     Returns:
-        The numbers of the migrations applied now.
+        The numbers of the migrations applied now (by this call).
     """
     db.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
@@ -252,12 +253,15 @@ def migrate(db: Database, *, up_to: int = SCHEMA_VERSION) -> list[int]:
         " name TEXT NOT NULL,"
         " applied_at TEXT NOT NULL)"
     )
-    applied = {row[0] for row in db.execute(f"SELECT version FROM {MIGRATIONS_TABLE}")}
     done = []
     for step in _MIGRATIONS:
-        if step.version > up_to or step.version in applied:
-            continue
-        with db.atomic():
+        if step.version > up_to:
+            break
+        with _write_locked(db):
+            # Checked under the write lock: another process (the CLI while the app
+            # is open) may have applied it since we looked.
+            if _is_applied(db, step.version):
+                continue
             step.apply(db)
             db[MIGRATIONS_TABLE].insert(
                 {
@@ -270,6 +274,25 @@ def migrate(db: Database, *, up_to: int = SCHEMA_VERSION) -> list[int]:
             db.execute(f"PRAGMA user_version = {step.version}")
         done.append(step.version)
     return done
+
+
+def _is_applied(db: Database, version: int) -> bool:
+    row = db.execute(
+        f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE version = ?", [version]
+    ).fetchone()
+    return row is not None
+
+
+@contextlib.contextmanager
+def _write_locked(db: Database) -> Iterator[None]:
+    """Run the block in a transaction that holds the write lock from its start."""
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.conn.rollback()
+        raise
+    db.conn.commit()
 
 
 def registered() -> tuple[Migration, ...]:

@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -295,3 +296,27 @@ def test_store_package_imports_neither_qt_nor_mlx():
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_stores_opening_a_new_file_at_once_migrate_it_once(db_path, clock):
+    """The CLI and the app may open (and migrate) the same file at the same moment."""
+    db_path.parent.mkdir(parents=True)
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            Store.open(db_path, clock=clock).close()
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT version FROM _migrations").fetchall() == [(1,)]
+    conn.close()
