@@ -17,6 +17,7 @@ from app.core.budget.kv_budget import (
     bytes_per_token,
     fixed_kv_bytes,
     kv_bytes_at,
+    prefill_scores_bytes,
     validate_kv_quantization,
 )
 from app.core.budget.layers import LayerCache, LayerKind
@@ -54,6 +55,7 @@ __all__ = [
     "kv_limit_bytes",
     "max_safe_context",
     "memory_budget_bytes",
+    "prefill_scores_bytes",
     "read_geometry",
     "read_weights",
     "validate_kv_quantization",

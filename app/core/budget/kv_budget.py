@@ -196,6 +196,33 @@ def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) 
     return total
 
 
+def prefill_scores_bytes(
+    geometry: ModelGeometry,
+    chunk_tokens: int,
+    context_tokens: int,
+    act_dtype_bytes: int | None = None,
+) -> int:
+    """Transient bytes of one layer's attention scores while prefilling a chunk.
+
+    On the CPU backend MLX's attention materializes the full score matrix of a prefill
+    chunk (query heads x chunk x keys) one layer at a time (measured: peak memory rises
+    by that much). It is not part of the cache but can exceed it: for Llama-3.1-8B a
+    2048-token chunk needs as much as the whole float32 cache at the same length. The
+    engine should size its prefill chunk so this stays small next to the budget.
+
+    Args:
+        geometry: The model.
+        chunk_tokens: Tokens prefilled in one forward pass.
+        context_tokens: Tokens in the cache once the chunk is in (the keys attended to).
+        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+
+    Returns:
+        Bytes, an upper bound for models with sliding layers.
+    """
+    act = _act_bytes(geometry, act_dtype_bytes)
+    return geometry.num_attention_heads * chunk_tokens * context_tokens * act
+
+
 def _layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
     if bits == UNQUANTIZED_BITS:
         return layer.kv_elements_per_token * act

@@ -5,7 +5,7 @@ not enforced (a 2 GiB allocation passed a 0.5 GB limit) and ``set_wired_limit`` 
 no-op, so nothing below us says no until the kernel starts swapping. The budget is
 
     room   = total RAM x memory cap - weights - reserve - fixed KV
-    tokens = room / bytes per token x safety factor
+    tokens = room / bytes per token x safety factor, rounded down to 256-token steps
 
 where the fixed KV part is what sliding-window and recurrent layers hold at most. The
 engine calls `check_model_fits` before loading, `check_request_fits` before a prompt,
@@ -38,16 +38,18 @@ starts paging. The same share on Linux keeps the page cache alive."""
 
 DEFAULT_RESERVE_BYTES = 2 * GIB
 """Memory left for everything that is not the model: the desktop session, a browser or
-an editor the user keeps open, Swapless's own Python/Qt process (~0.3 GB) and MLX's
-transient buffers during a forward pass (activations, logits). 2 GiB is what an idle
-macOS or GNOME desktop with one browser window keeps resident beyond the kernel."""
+an editor the user keeps open, Swapless's own Python/Qt process and MLX's transient
+buffers during a forward pass (activations, logits). A judgment call: on an 8 GiB
+machine it still leaves 4 GiB for a 4-bit 7B model and its cache, and on larger
+machines the 25% left outside the cap grows with them anyway."""
 
 DEFAULT_SAFETY_FACTOR = 0.6
 """Share of the remaining room the KV cache may fill. The formula counts only weights
-and cache; the remaining 40% absorbs what it does not: attention score buffers during
-prefill, the transient second copy while a cache grows (concatenation), one extra
-256-token step when a chunk is appended to a cache of odd length, MLX's buffer cache
-and allocator slack."""
+and cache; the remaining 40% (two thirds of the cache at the limit) absorbs what it does
+not: the transient copy of one layer's cache while it grows (measured: 12.5 MiB peak for
+a 64 MiB, 8-layer cache), one extra 256-token step when a chunk is appended to a cache
+of odd length, MLX's buffer cache, allocator slack, and the attention scores of a
+prefill chunk *provided the chunk is small*: see `kv_budget.prefill_scores_bytes`."""
 
 # One line per setting, for the doctor report and the settings screen.
 SETTING_EXPLANATIONS = {
@@ -62,8 +64,8 @@ SETTING_EXPLANATIONS = {
     ),
     "safety_factor": (
         "share of the remaining room the KV cache may fill; the rest absorbs "
-        "attention buffers during prefill, the copy made while a cache grows, "
-        "allocation steps and MLX's buffer cache"
+        "the copy made while a cache grows, allocation steps, MLX's buffer cache "
+        "and the attention scores of a (small) prefill chunk"
     ),
 }
 

@@ -10,6 +10,7 @@ re-raised there; a cancel flag is checked after every token.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -25,6 +26,21 @@ from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings, SamplingSettings
 
 _DONE = object()
+logger = logging.getLogger(__name__)
+
+
+def _model_unchanged(folder: str, identity: str) -> bool:
+    """True when ``folder`` still holds the model whose identity is ``identity``."""
+    from app.core.engine.loader import model_identity, read_config
+    from app.core.errors import ModelLoadError
+
+    path = Path(folder)
+    if not path.is_dir():
+        return False
+    try:
+        return model_identity(path, read_config(path)) == identity
+    except ModelLoadError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -124,7 +140,7 @@ class Engine:
             are dropped (their conversations re-prefill on their next turn).
     """
 
-    def __init__(self, max_idle_caches: int = 2):
+    def __init__(self, max_idle_caches: int = 2, prefix_cache=None):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
@@ -133,6 +149,7 @@ class Engine:
         self._max_idle_caches = max_idle_caches
         self._info: ModelInfo | None = None
         self._closed = False
+        self._prefix_cache = prefix_cache
 
     # -- thread plumbing -------------------------------------------------------------
 
@@ -206,7 +223,17 @@ class Engine:
         loaded = load_model_folder(folder)
         self._loaded = loaded
         self._info = loaded.info
+        self.prefix_cache.scan(model_exists=_model_unchanged)
         return loaded.info
+
+    @property
+    def prefix_cache(self):
+        """The shared prefix (KV) cache; created on first use."""
+        if self._prefix_cache is None:
+            from app.core.engine.prefix_cache import PrefixCache
+
+            self._prefix_cache = PrefixCache()
+        return self._prefix_cache
 
     def _require_model(self):
         if self._loaded is None:
@@ -322,20 +349,80 @@ class Engine:
     def _run_chat(self, key, messages, kv, sampling, handle, started) -> None:
         try:
             prompt_ids = self._render(messages, True)
+            prefix_len = self._system_prefix_length(messages, prompt_ids)
         except BaseException as exc:
             handle._put(_Failure(exc))
             handle._put(_DONE)
             return
-        self._run_ids(key, prompt_ids, kv, sampling, handle, started)
+        self._run_ids(
+            key, prompt_ids, kv, sampling, handle, started, prefix_len=prefix_len
+        )
+
+    def _system_prefix_length(self, messages: list[dict], prompt_ids: list[int]) -> int:
+        """Tokens of the leading system message, when they are a prefix of the prompt."""
+        if not messages or messages[0].get("role") != "system":
+            return 0
+        prefix = self._render(messages[:1], False)
+        return len(prefix) if prompt_ids[: len(prefix)] == prefix else 0
+
+    def _attach_prefix(self, cache, prompt_ids: list[int], kv: KVSettings) -> str:
+        """Fill an empty conversation cache from the prefix cache; return the source."""
+        import copy
+
+        if cache.offset or self._info is None:
+            return "memory"
+        found = self.prefix_cache.lookup(self._info.identity, kv, prompt_ids)
+        if found is None:
+            return "memory"
+        entry, source = found
+        cache.layers = copy.deepcopy(entry.layers)
+        cache.token_ids = list(entry.token_ids)
+        cache.positions = []
+        cache.sync_positions()
+        return source
+
+    def _remember_prefix(
+        self, cache, prompt_ids: list[int], prefix_len: int, kv
+    ) -> None:
+        settings = self.prefix_cache.settings
+        if prefix_len < settings.min_prefix_tokens or self._info is None:
+            return
+        if kv.quantized and cache.bits_in_use != kv.bits:
+            return  # not yet quantized: the stored KV would not match its key
+        prefix = prompt_ids[:prefix_len]
+        if cache.token_ids[:prefix_len] != prefix:
+            return
+        if not self.prefix_cache.contains(self._info.identity, kv, prefix):
+            self.prefix_cache.store(
+                self._info.identity, self._info.folder, kv, prefix, cache.layers
+            )
+
+    def release_memory(self) -> int:
+        """Free what can be rebuilt: prefix entries in memory, idle caches, MLX's pool.
+
+        Called under memory pressure. Returns the bytes of KV released.
+        """
+        return self.submit(self._release_memory).result()
+
+    def _release_memory(self) -> int:
+        import mlx.core as mx
+
+        freed = self.prefix_cache.drop_memory() if self._prefix_cache is not None else 0
+        while len(self._caches) > 1:
+            _, cache = self._caches.popitem(last=False)
+            freed += cache.nbytes
+        mx.clear_cache()
+        return freed
 
     def _run_ids(
-        self, key, prompt_ids, kv, sampling, handle, started, finish=True
+        self, key, prompt_ids, kv, sampling, handle, started, finish=True, prefix_len=0
     ) -> None:
         from app.core.engine.generation import run_turn
 
         try:
             loaded = self._require_model()
             cache = self._cache_for(key, kv)
+            source = self._attach_prefix(cache, prompt_ids, kv)
             run_turn(
                 loaded,
                 cache,
@@ -344,12 +431,18 @@ class Engine:
                 sampling,
                 is_cancelled=handle._cancel.is_set,
                 emit=handle._put,
+                reuse_source=source,
                 started=started,
             )
+            try:
+                self._remember_prefix(cache, prompt_ids, prefix_len, kv)
+            except Exception:  # a lost cache entry must not fail a finished reply
+                logger.warning("could not store a prefix cache entry", exc_info=True)
         except BaseException as exc:
             handle._put(_Failure(exc))
         finally:
-            handle._put(_DONE)
+            if finish:
+                handle._put(_DONE)
 
     def prefill(self, key: str, ids: list[int], kv: KVSettings) -> PrefillReport:
         """Fill a conversation's cache with ``ids`` without generating (blocking)."""

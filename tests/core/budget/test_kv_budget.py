@@ -10,6 +10,7 @@ from app.core.budget.kv_budget import (
     bytes_per_token,
     fixed_kv_bytes,
     kv_bytes_at,
+    prefill_scores_bytes,
     round_up_to_step,
     validate_kv_quantization,
 )
@@ -173,3 +174,12 @@ def test_invalid_lengths_and_dtype_widths(geometry):
 def test_round_up_to_step():
     assert [round_up_to_step(n) for n in (0, 1, 256, 257)] == [0, 256, 256, 512]
     assert ALLOCATION_STEP == 256
+
+
+def test_prefill_scores_bytes(geometry):
+    g = geometry("llama-3.1-8b-instruct")
+    # 32 query heads x 2048 x 32,768 keys x 4 bytes: 8 GiB, twice the fp16 cache.
+    assert prefill_scores_bytes(g, 2048, 32768, 4) == 8 * 1024**3
+    assert prefill_scores_bytes(g, 2048, 32768, 4) == kv_bytes_at(
+        g, 32768, act_dtype_bytes=4
+    )

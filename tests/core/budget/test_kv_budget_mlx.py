@@ -17,7 +17,11 @@ cache_module = pytest.importorskip("mlx_lm.models.cache")
 
 from mlx.utils import tree_map  # noqa: E402
 
-from app.core.budget.kv_budget import bytes_per_token, kv_bytes_at  # noqa: E402
+from app.core.budget.kv_budget import (  # noqa: E402
+    bytes_per_token,
+    kv_bytes_at,
+    prefill_scores_bytes,
+)
 from app.core.budget.model_geometry import geometry_from_config  # noqa: E402
 
 LLAMA = {
@@ -309,3 +313,21 @@ def test_deepseek_v3_latent_cache_matches(bits, group):
     assert (g.kv_heads, g.head_dim, g.v_head_dim) == (1, 128, 64)
     assert nbytes(cache) == kv_bytes_at(g, 300, bits, group, act_dtype_bytes=4)
     assert bytes_per_token(g, bits, group, act_dtype_bytes=4) > 0
+
+
+def test_cpu_prefill_materializes_the_attention_scores():
+    # Why prefill_scores_bytes exists: the peak during a prefill chunk grows with
+    # heads x chunk x context, well beyond the cache itself.
+    config = {**LLAMA, "num_attention_heads": 8, "head_dim": 32, "hidden_size": 256}
+    model = build(config)
+    cache = cache_module.make_prompt_cache(model)
+    run(model, cache, 512)
+    mx.clear_cache()
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    run(model, cache, 512)
+    transient = mx.get_peak_memory() - before
+    scores = prefill_scores_bytes(geometry_from_config(config), 512, 1024, 4)
+    assert scores == 16 * 2**20  # 8 heads x 512 x 1024 x 4 bytes
+    if mx.default_device() == mx.cpu:
+        assert scores <= transient <= 2 * scores

@@ -1,0 +1,189 @@
+"""`swapless summarize`: read a long document with a bounded KV cache and answer about it.
+
+For terminals, scripts and tests. One progress line per segment goes to stderr (segment
+i/n, tokens/s, KV and peak memory) and the answer to stdout; ``--json`` prints one JSON
+object per segment and a final one instead. Ctrl+C stops after the current token (a
+second Ctrl+C at once); the notes of finished segments are stored, so running the same
+command again resumes at the next segment (see `app.core.longdoc.resume`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+from app.core.longdoc.mode import MODES
+
+EXIT_CANCELLED = 130
+
+
+def register(subcommands) -> None:
+    """Add the subcommand to the parser."""
+    parser = subcommands.add_parser(
+        "summarize",
+        help="read a long text/Markdown file in segments and answer about it",
+        description="Read a text or Markdown file with a KV cache bounded by one "
+        "segment, then answer a question about it (default: summarize it). The "
+        "document and the answer are stored in a conversation; an interrupted run "
+        "resumes at the next segment when run again.",
+    )
+    parser.add_argument("file", metavar="FILE", help="UTF-8 or UTF-16 text file")
+    parser.add_argument(
+        "--question", metavar="TEXT", help="what to answer (default: a summary)"
+    )
+    parser.add_argument(
+        "--preset",
+        default="long-document",
+        metavar="NAME",
+        help="task preset (long-document)",
+    )
+    parser.add_argument(
+        "--segment-tokens", type=int, metavar="N", help="tokens per segment"
+    )
+    parser.add_argument(
+        "--notes-tokens",
+        type=int,
+        metavar="N",
+        help="longest notes kept per segment (the preset's summary_max_tokens)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="auto",
+        help="auto: whole if it fits comfortably, else segments",
+    )
+    parser.add_argument(
+        "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
+    )
+    parser.add_argument(
+        "--conversation", type=int, metavar="ID", help="record it in this conversation"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, metavar="N", help="longest answer, in tokens"
+    )
+    parser.add_argument("--seed", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per segment, then one with the answer",
+    )
+    parser.set_defaults(run=run)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the document, print progress and the answer; return the exit code."""
+    from app.cli.runtime import open_runtime
+    from app.core.longdoc import (
+        AnswerChunk,
+        LongDocumentRunner,
+        RunFinished,
+        RunStarted,
+        SegmentFinished,
+        read_document,
+    )
+    from app.core.presets import get_preset
+
+    # Cheap checks first: a bad file or preset is refused before the model loads.
+    document = read_document(args.file)
+    preset = get_preset(args.preset).with_changes(
+        segment_tokens=args.segment_tokens,
+        summary_max_tokens=args.notes_tokens,
+        max_tokens=args.max_tokens,
+    )
+    runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
+    runner = LongDocumentRunner(runtime.engine, runtime.store, preset, seed=args.seed)
+
+    def on_sigint(signum, frame):
+        if runner.cancelled:  # pressed again: quit now (the reading stays resumable)
+            raise KeyboardInterrupt
+        runner.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    finished = None
+    try:
+        events = runner.run(
+            document, args.question, conversation_id=args.conversation, mode=args.mode
+        )
+        for event in events:
+            if isinstance(event, RunStarted):
+                _say(
+                    f"{document.name}: {event.document_tokens:,} tokens, conversation "
+                    f"{event.conversation_id}. {event.mode_reason}"
+                )
+                if event.resumed_from:
+                    _say(
+                        f"Resuming at segment {event.resumed_from + 1} of "
+                        f"{event.segments} (earlier notes are stored)."
+                    )
+            elif isinstance(event, SegmentFinished):
+                _say(
+                    f"segment {event.index + 1}/{event.segments}: {event.tokens} "
+                    f"tokens, {event.tokens_per_s:.1f} tok/s, {event.seconds:.2f} s, "
+                    f"KV {_mib(event.kv_bytes)}, peak {_mib(event.peak_memory_bytes)}, "
+                    f"notes {event.notes_tokens} tokens"
+                )
+                if args.json:
+                    print(json.dumps(_segment_json(event)), flush=True)
+            elif isinstance(event, AnswerChunk) and not args.json:
+                print(event.text, end="", flush=True)
+            elif isinstance(event, RunFinished):
+                finished = event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        runtime.close()
+    if args.json:
+        print(json.dumps(_final_json(finished), ensure_ascii=False), flush=True)
+    else:
+        print(flush=True)
+    if finished.cancelled:
+        _say(
+            f"Stopped with {finished.next_segment} of {finished.segments} segment(s) "
+            "read; run the same command again to resume."
+        )
+        return EXIT_CANCELLED
+    return 0
+
+
+def _segment_json(event) -> dict:
+    """One segment's figures; ``segment`` counts from 1, like the progress line."""
+    return {
+        "segment": event.index + 1,
+        "segments": event.segments,
+        "tokens": event.tokens,
+        "prompt_tokens": event.prompt_tokens,
+        "context_tokens": event.context_tokens,
+        "kv_bytes": event.kv_bytes,
+        "peak_memory_bytes": event.peak_memory_bytes,
+        "notes_tokens": event.notes_tokens,
+        "tokens_per_s": round(event.tokens_per_s, 2),
+        "seconds": round(event.seconds, 3),
+    }
+
+
+def _final_json(event) -> dict:
+    """The run's result; ``resumed_from`` is the 0-based index of its first segment."""
+    return {
+        "answer": event.answer,
+        "cancelled": event.cancelled,
+        "mode": event.mode,
+        "mode_reason": event.mode_reason,
+        "document_tokens": event.document_tokens,
+        "segments": event.segments,
+        "resumed_from": event.resumed_from,
+        "next_segment": event.next_segment,
+        "max_kv_bytes": event.max_kv_bytes,
+        "peak_memory_bytes": event.peak_memory_bytes,
+        "seconds": round(event.seconds, 3),
+        "conversation_id": event.conversation_id,
+        "document_id": event.document_id,
+    }

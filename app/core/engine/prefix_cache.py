@@ -1,0 +1,348 @@
+"""Reuse the KV of shared prefixes (system prompts, tool text) across conversations.
+
+A prefix entry is keyed by a hash of the model identity, the cache precision and the
+prefix token ids, so a changed model or precision never reuses stale KV. Entries live in
+memory (LRU, byte cap) and on disk under SWAPLESS_HOME as safetensors (mlx-lm's
+``save_prompt_cache`` with our own metadata: nothing in the file ties it to a model
+otherwise), within a disk cap enforced by LRU eviction at every write. A corrupt or
+truncated file is deleted and the prefix recomputed; entries of models that no longer
+exist are removed. Under memory pressure the in-memory entries are the first to go.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.utils import tree_map
+from mlx_lm.models.cache import (
+    KVCache,
+    QuantizedKVCache,
+    load_prompt_cache,
+    save_prompt_cache,
+)
+
+from app.core.generation_settings import KVSettings
+
+FORMAT = "swapless-prefix-v1"
+DEFAULT_MEMORY_CAP_BYTES = 512 * 1024**2
+DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
+# Shorter prefixes prefill in well under a second; caching them costs more than it saves.
+DEFAULT_MIN_PREFIX_TOKENS = 64
+SUFFIX = ".safetensors"
+
+
+@dataclass(frozen=True)
+class PrefixCacheSettings:
+    """Limits of the prefix cache.
+
+    Attributes:
+        memory_cap_bytes: Bytes of KV kept in memory across conversations.
+        disk_cap_bytes: Bytes of prefix files kept on disk.
+        min_prefix_tokens: Prefixes shorter than this are not cached.
+        folder: Where the files live (default: ``paths.prefix_cache_dir()``).
+    """
+
+    memory_cap_bytes: int = DEFAULT_MEMORY_CAP_BYTES
+    disk_cap_bytes: int = DEFAULT_DISK_CAP_BYTES
+    min_prefix_tokens: int = DEFAULT_MIN_PREFIX_TOKENS
+    folder: Path | None = None
+
+
+@dataclass
+class PrefixEntry:
+    """Cached KV of one prefix (engine-internal: holds MLX arrays)."""
+
+    key: str
+    token_ids: list[int]
+    layers: list
+    nbytes: int
+
+
+def prefix_key(model_identity: str, kv: KVSettings, token_ids: list[int]) -> str:
+    """Return the key of a prefix for a model and a cache precision."""
+    digest = hashlib.sha256()
+    digest.update(f"{FORMAT}|{model_identity}|{kv.bits}|{kv.group_size}|".encode())
+    digest.update(struct.pack(f"<{len(token_ids)}q", *token_ids))
+    return digest.hexdigest()[:40]
+
+
+def read_metadata(path: Path) -> dict | None:
+    """Read our metadata from a prefix file's safetensors header, without MLX.
+
+    Returns:
+        The metadata, or None when the file is not a readable prefix file.
+    """
+    try:
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > 64 * 1024**2:
+                return None
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, struct.error):
+        return None
+    metadata = header.get("__metadata__", {})
+    # save_prompt_cache flattens our dict under the key "0.<name>".
+    ours = {k.split(".", 1)[1]: v for k, v in metadata.items() if k.startswith("0.")}
+    return ours if ours.get("format") == FORMAT else None
+
+
+def _slice_layers(layers: list, length: int) -> list:
+    """Copy the first ``length`` entries of each layer into fresh, independent caches."""
+    sliced = []
+    for layer in layers:
+        keys, values = tree_map(
+            lambda x: x[..., :length, :], (layer.keys, layer.values)
+        )
+        keys, values = copy.deepcopy(keys), copy.deepcopy(values)
+        if isinstance(layer, QuantizedKVCache):
+            twin = QuantizedKVCache(group_size=layer.group_size, bits=layer.bits)
+        else:
+            twin = KVCache()
+        twin.keys, twin.values, twin.offset = keys, values, length
+        sliced.append(twin)
+    mx.eval([layer.state for layer in sliced])
+    return sliced
+
+
+def cacheable(layers: list) -> bool:
+    """True when the layers are plain or quantized KV caches with contiguous positions."""
+    return bool(layers) and all(
+        type(layer) in (KVCache, QuantizedKVCache) and layer.keys is not None
+        for layer in layers
+    )
+
+
+class PrefixCache:
+    """The two-level (memory, disk) store of prefix KV entries.
+
+    Args:
+        settings: Caps and folder.
+    """
+
+    def __init__(self, settings: PrefixCacheSettings | None = None):
+        self.settings = settings or PrefixCacheSettings()
+        self._memory: OrderedDict[str, PrefixEntry] = OrderedDict()
+        self._lengths: dict[
+            int, int
+        ] = {}  # prefix length -> entries known (memory or disk)
+        self._scanned = False
+
+    @property
+    def folder(self) -> Path:
+        """The folder of prefix files."""
+        if self.settings.folder is not None:
+            self.settings.folder.mkdir(parents=True, exist_ok=True)
+            return self.settings.folder
+        from app.core import paths
+
+        return paths.prefix_cache_dir()
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by in-memory entries."""
+        return sum(entry.nbytes for entry in self._memory.values())
+
+    def disk_bytes(self) -> int:
+        """Bytes of prefix files on disk."""
+        return sum(path.stat().st_size for path in self._files())
+
+    def _files(self) -> list[Path]:
+        return [p for p in self.folder.glob(f"*{SUFFIX}") if p.is_file()]
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def scan(self, model_exists=None) -> int:
+        """Index the files on disk and remove stale or unreadable ones.
+
+        Args:
+            model_exists: ``callable(folder, identity) -> bool``; entries whose model is
+                gone or changed are deleted.
+
+        Returns:
+            The number of files removed.
+        """
+        removed = 0
+        self._lengths.clear()
+        for key in self._memory:
+            length = len(self._memory[key].token_ids)
+            self._lengths[length] = self._lengths.get(length, 0) + 1
+        for path in self._files():
+            metadata = read_metadata(path)
+            stale = metadata is None
+            if metadata is not None and model_exists is not None:
+                stale = not model_exists(
+                    metadata.get("model_folder", ""), metadata.get("model_identity", "")
+                )
+            if stale:
+                path.unlink(missing_ok=True)
+                removed += 1
+                continue
+            length = int(metadata.get("tokens", 0))
+            self._lengths[length] = self._lengths.get(length, 0) + 1
+        for stray in self.folder.glob("*.tmp*"):
+            stray.unlink(missing_ok=True)
+        self._scanned = True
+        return removed
+
+    def drop_memory(self) -> int:
+        """Forget every in-memory entry (memory pressure); return the bytes freed."""
+        freed = self.memory_bytes
+        self._memory.clear()
+        return freed
+
+    # -- lookup ------------------------------------------------------------------------
+
+    def lookup(
+        self, model_identity: str, kv: KVSettings, prompt_ids: list[int]
+    ) -> tuple[PrefixEntry, str] | None:
+        """Find the longest cached prefix of ``prompt_ids``.
+
+        Returns:
+            (entry, "memory" or "disk"), or None. The entry's layers are the cache's own:
+            callers copy them before use.
+        """
+        if not self._scanned:
+            self.scan()
+        for length in sorted(self._lengths, reverse=True):
+            if length >= len(prompt_ids) or length < self.settings.min_prefix_tokens:
+                continue
+            key = prefix_key(model_identity, kv, prompt_ids[:length])
+            entry = self._memory.get(key)
+            if entry is not None:
+                self._memory.move_to_end(key)
+                return entry, "memory"
+            entry = self._load_file(key, prompt_ids[:length])
+            if entry is not None:
+                self._remember(entry)
+                return entry, "disk"
+        return None
+
+    def _load_file(self, key: str, token_ids: list[int]) -> PrefixEntry | None:
+        path = self.folder / f"{key}{SUFFIX}"
+        if not path.is_file():
+            return None
+        try:
+            layers, metadata = load_prompt_cache(str(path), return_metadata=True)
+            mx.eval([layer.state for layer in layers])
+            stored_ids = json.loads(metadata.get("token_ids", "[]"))
+        except Exception:  # truncated or corrupt: recompute rather than crash
+            path.unlink(missing_ok=True)
+            return None
+        if stored_ids != token_ids or not cacheable(layers):
+            path.unlink(missing_ok=True)
+            return None
+        os.utime(path)  # LRU on disk goes by modification time
+        nbytes = sum(layer.nbytes for layer in layers)
+        return PrefixEntry(
+            key=key, token_ids=list(token_ids), layers=layers, nbytes=nbytes
+        )
+
+    # -- storing -----------------------------------------------------------------------
+
+    def contains(
+        self, model_identity: str, kv: KVSettings, token_ids: list[int]
+    ) -> bool:
+        """True when this exact prefix is cached in memory or on disk."""
+        key = prefix_key(model_identity, kv, token_ids)
+        return key in self._memory or (self.folder / f"{key}{SUFFIX}").is_file()
+
+    def store(
+        self,
+        model_identity: str,
+        model_folder: str,
+        kv: KVSettings,
+        token_ids: list[int],
+        layers: list,
+    ) -> PrefixEntry | None:
+        """Cache the first ``len(token_ids)`` entries of ``layers`` as a prefix.
+
+        Returns:
+            The new entry, or None when the prefix is too short or the cache kind cannot
+            be stored.
+        """
+        if len(token_ids) < self.settings.min_prefix_tokens or not cacheable(layers):
+            return None
+        key = prefix_key(model_identity, kv, token_ids)
+        if key in self._memory:
+            return self._memory[key]
+        sliced = _slice_layers(layers, len(token_ids))
+        entry = PrefixEntry(
+            key=key,
+            token_ids=list(token_ids),
+            layers=sliced,
+            nbytes=sum(layer.nbytes for layer in sliced),
+        )
+        self._remember(entry)
+        self._lengths[len(token_ids)] = self._lengths.get(len(token_ids), 0) + 1
+        self._write(entry, model_identity, model_folder, kv)
+        return entry
+
+    def _remember(self, entry: PrefixEntry) -> None:
+        self._memory[entry.key] = entry
+        self._memory.move_to_end(entry.key)
+        while self._memory and self.memory_bytes > self.settings.memory_cap_bytes:
+            self._memory.popitem(last=False)
+
+    def _write(
+        self, entry: PrefixEntry, model_identity: str, model_folder: str, kv: KVSettings
+    ) -> None:
+        if entry.nbytes > self.settings.disk_cap_bytes:
+            return
+        path = self.folder / f"{entry.key}{SUFFIX}"
+        if path.is_file():
+            os.utime(path)
+            return
+        metadata = {
+            "format": FORMAT,
+            "model_identity": model_identity,
+            "model_folder": model_folder,
+            "kv_bits": str(kv.bits),
+            "kv_group": str(kv.group_size),
+            "tokens": str(len(entry.token_ids)),
+            "token_ids": json.dumps(entry.token_ids),
+        }
+        # Write to a temporary name first so a crash never leaves a half file in place.
+        partial = path.with_name(path.name + ".tmp.safetensors")
+        try:
+            save_prompt_cache(str(partial), entry.layers, metadata)
+            os.replace(partial, path)
+        except OSError:
+            partial.unlink(missing_ok=True)  # a full disk loses the disk copy only
+            return
+        self.enforce_disk_cap()
+
+    def enforce_disk_cap(self) -> int:
+        """Delete the least recently used files until the folder fits its cap.
+
+        Returns:
+            The number of files deleted.
+        """
+        files = sorted(self._files(), key=lambda p: p.stat().st_mtime_ns)
+        total = sum(p.stat().st_size for p in files)
+        deleted = 0
+        while files and total > self.settings.disk_cap_bytes:
+            oldest = files.pop(0)
+            total -= oldest.stat().st_size
+            metadata = read_metadata(oldest)
+            oldest.unlink(missing_ok=True)
+            deleted += 1
+            if metadata is not None:
+                length = int(metadata.get("tokens", 0))
+                if self._lengths.get(length, 0) > 0 and not self._has_memory_length(
+                    length
+                ):
+                    self._lengths[length] -= 1
+                    if self._lengths[length] == 0:
+                        del self._lengths[length]
+        return deleted
+
+    def _has_memory_length(self, length: int) -> bool:
+        return any(len(e.token_ids) == length for e in self._memory.values())

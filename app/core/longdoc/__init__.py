@@ -1,0 +1,45 @@
+"""Long-document mode: read a document far longer than the KV cache may grow.
+
+The document is cut into segments (`segmenter`) and read one segment at a time; each
+step leaves only its notes, so the KV cache is bounded by one segment plus the notes,
+whatever the document's length (`runner`). Qt-free and MLX-free: the engine is used
+through its API.
+
+* `reader` turns a file into text, or an `InputError` naming the file;
+* `segmenter` cuts text at paragraph, sentence, line or word boundaries;
+* `mode` and `sizing` decide whole-document or segments, with the numbers;
+* `prompts` holds what the model is asked;
+* `resume` finds an interrupted reading to continue;
+* `runner` runs it all and streams `events`.
+"""
+
+from app.core.longdoc.events import (
+    AnswerChunk,
+    RunFinished,
+    RunStarted,
+    SegmentFinished,
+    SegmentStarted,
+)
+from app.core.longdoc.mode import COMFORT_SHARE, MODES, ContextNeeds, ModeChoice
+from app.core.longdoc.reader import DocumentText, read_document
+from app.core.longdoc.runner import LongDocumentRunner, RunPlan
+from app.core.longdoc.segmenter import Segment, split_segments, truncate_to_tokens
+
+__all__ = [
+    "COMFORT_SHARE",
+    "MODES",
+    "AnswerChunk",
+    "ContextNeeds",
+    "DocumentText",
+    "LongDocumentRunner",
+    "ModeChoice",
+    "RunFinished",
+    "RunPlan",
+    "RunStarted",
+    "SegmentFinished",
+    "SegmentStarted",
+    "Segment",
+    "read_document",
+    "split_segments",
+    "truncate_to_tokens",
+]

@@ -1,0 +1,144 @@
+"""Whole document or segments: the choice, and a sentence with the numbers behind it.
+
+Reading a document whole gives the model everything at once but needs a KV cache as
+long as the document; reading it in segments bounds the cache by one segment plus the
+notes, whatever the document's length. "auto" reads whole only when that is
+comfortable: the whole prompt plus the answer fits in half of the machine's safe
+context (the other half is headroom for the rest of the conversation and for memory
+the budget does not see) and in the preset's ``max_context``. Pure: numbers in, a
+`ModeChoice` out, so every branch is tested without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.core.errors import BudgetError
+
+MODES = ("auto", "whole", "segments")
+COMFORT_SHARE = 0.5
+"""Share of the max safe context a whole-document read may take in "auto" mode."""
+
+
+@dataclass(frozen=True)
+class ContextNeeds:
+    """What each way of reading a document needs, in tokens of context.
+
+    Attributes:
+        document_tokens: Tokens of the document's text.
+        whole_tokens: Prompt with the whole document plus the longest answer.
+        segment_tokens: Most tokens of document text per segment.
+        segments: Number of segments.
+        segment_context: Most context one segment's step can hold (prompt with notes
+            and segment, plus the longest new notes), also bounding the final answer.
+    """
+
+    document_tokens: int
+    whole_tokens: int
+    segment_tokens: int
+    segments: int
+    segment_context: int
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """How a document will be read.
+
+    Attributes:
+        mode: ``whole`` or ``segments``.
+        reason: One sentence with the numbers that decided it.
+        context_tokens: Most tokens of context the chosen way holds at once.
+    """
+
+    mode: str
+    reason: str
+    context_tokens: int
+
+
+def choose_mode(
+    requested: str,
+    needs: ContextNeeds,
+    *,
+    max_safe_context: int | None,
+    max_context: int,
+    segmenting: bool,
+    kv_bits: int,
+    kv_bytes: Callable[[int], int],
+) -> ModeChoice:
+    """Decide how to read a document.
+
+    Args:
+        requested: ``auto``, ``whole`` or ``segments``.
+        needs: The context each way needs.
+        max_safe_context: Longest context inside the memory budget at this KV
+            precision, or None when memory does not limit it.
+        max_context: The preset's context limit.
+        segmenting: The preset allows segments (``auto`` never picks them otherwise).
+        kv_bits: KV precision, for the explanation.
+        kv_bytes: Returns the KV bytes at a number of tokens, for the explanation.
+
+    Returns:
+        The mode and why.
+
+    Raises:
+        ValueError: An unknown mode.
+        BudgetError: The chosen way does not fit in the safe context, with the numbers.
+    """
+    if requested not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {requested!r}")
+    safe = None if max_safe_context is None else f"{max_safe_context:,}"
+    whole = (
+        f"the document ({needs.document_tokens:,} tokens) with its prompt and answer "
+        f"needs {needs.whole_tokens:,} tokens of context "
+        f"({_mib(kv_bytes(needs.whole_tokens))} of {kv_bits}-bit KV)"
+    )
+    segments = (
+        f"reading it in {needs.segments} segment(s) of up to "
+        f"{needs.segment_tokens:,} tokens needs at most {needs.segment_context:,} "
+        f"tokens of context ({_mib(kv_bytes(needs.segment_context))} of "
+        f"{kv_bits}-bit KV) whatever the document's length"
+    )
+    if requested == "whole" or (requested == "auto" and not segmenting):
+        _require_fit(needs.whole_tokens, max_safe_context, "Reading it whole", whole)
+        why = "as asked" if requested == "whole" else "the preset does not segment"
+        within = f", within the safe limit of {safe} tokens" if safe else ""
+        return ModeChoice(
+            "whole", f"Whole document ({why}): {whole}{within}.", needs.whole_tokens
+        )
+    if requested == "segments":
+        _require_fit(needs.segment_context, max_safe_context, "One segment", segments)
+        return ModeChoice(
+            "segments", f"Segments (as asked): {segments}.", needs.segment_context
+        )
+    memory_limit = f"{COMFORT_SHARE:.0%} of the safe limit of {safe} tokens"
+    preset_limit = f"the preset's max_context of {max_context:,}"
+    fits_memory = safe is None or needs.whole_tokens <= max_safe_context * COMFORT_SHARE
+    fits_preset = needs.whole_tokens <= max_context
+    if fits_memory and fits_preset:
+        limits = [memory_limit] if safe else []
+        within = " and ".join([*limits, preset_limit])
+        return ModeChoice(
+            "whole", f"Whole document: {whole}, within {within}.", needs.whole_tokens
+        )
+    _require_fit(needs.segment_context, max_safe_context, "One segment", segments)
+    past = [memory_limit] if not fits_memory else []
+    past += [preset_limit] if not fits_preset else []
+    return ModeChoice(
+        "segments",
+        f"Segments: {whole}, more than {' and '.join(past)}; {segments}.",
+        needs.segment_context,
+    )
+
+
+def _require_fit(tokens: int, limit: int | None, what: str, detail: str) -> None:
+    if limit is not None and tokens > limit:
+        raise BudgetError(
+            f"{what} does not fit on this machine: {detail}, more than the safe limit "
+            f"of {limit:,} tokens. Use segments, fewer tokens per segment "
+            "(--segment-tokens) or a shorter --max-tokens."
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
