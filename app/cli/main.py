@@ -28,7 +28,14 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser of every subcommand."""
-    from app.cli import chat_command, make_model_command, summarize_command
+    from app.cli import (
+        chat_command,
+        doctor_command,
+        make_model_command,
+        presets_command,
+        store_commands,
+        summarize_command,
+    )
 
     parser = _OneLineParser(
         prog="swapless",
@@ -38,7 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"swapless {__version__}"
     )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
-    for module in (chat_command, summarize_command, make_model_command):
+    for module in (
+        chat_command,
+        summarize_command,
+        store_commands,
+        presets_command,
+        doctor_command,
+        make_model_command,
+    ):
         module.register(subcommands)
     return parser
 

@@ -51,12 +51,24 @@ def open_store(say: Callable[[str], None]) -> Store:
     return store
 
 
+def engine_from_settings():
+    """An engine configured from the user's settings (budget, prefix-cache disk cap)."""
+    from app.core.engine.engine import Engine
+    from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
+    from app.core.settings import load_settings
+
+    settings = load_settings()
+    prefix = PrefixCache(
+        PrefixCacheSettings(disk_cap_bytes=settings.prefix_cache_disk_cap_bytes)
+    )
+    return Engine(prefix_cache=prefix, budget_settings=settings.budget())
+
+
 def open_runtime(
     model: str | None, *, conversation_id: int | None, say: Callable[[str], None]
 ) -> Runtime:
     """Open the store, pick the model (explicit, the conversation's, or the demo) and load it."""
     from app.core.engine.demo_model import DEMO_NOTICE, ensure_demo_model
-    from app.core.engine.engine import Engine
 
     store = open_store(say)
     try:
@@ -66,11 +78,20 @@ def open_runtime(
         if demo:
             say(DEMO_NOTICE)
             model = str(ensure_demo_model())
-        engine = Engine()
+        engine = engine_from_settings()
         info = engine.load(model)
         if info.random_weights and not demo:
             say(f"Note: {info.folder} has random weights; its replies are noise.")
     except BaseException:
         store.close()
         raise
-    return Runtime(store=store, engine=engine, model_info=info)
+    from app.core.memory.probe import MemoryProbe
+
+    probe = MemoryProbe(mlx_stats=engine.mlx_memory, kv_bytes=engine.live_kv_bytes)
+    return Runtime(
+        store=store,
+        engine=engine,
+        model_info=info,
+        pressure=lambda: probe.sample().pressure.value,
+        device_limit=engine.max_safe_context,
+    )

@@ -95,3 +95,70 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(args, needle, swapless_home)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_trim_settings_from_the_command_line(tiny_model_dir, swapless_home):
+    turns = "".join(
+        f"Message {i}: the parcel {i} weighs {i} kilos.\n" for i in range(12)
+    )
+    result = run_cli(
+        [
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--temp",
+            "0",
+            "--max-tokens",
+            "8",
+            "--preset",
+            "code",
+            "--max-context",
+            "300",
+            "--keep-ratio",
+            "0.5",
+            "--trim",
+            "rebuild",
+        ],
+        stdin=turns,
+        env_home=swapless_home,
+    )
+    assert result.returncode == 0, result.stderr
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(reports) == 12
+    assert all(
+        r["effective_max_context"] == 300 and r["context_tokens"] <= 300
+        for r in reports
+    )
+    trimmed = [r for r in reports if r["trimmed"]]
+    assert trimmed
+    for report in trimmed:
+        assert report["trim_method"] == "rebuild" and report["trim_ms"] > 0
+        assert report["summary_tokens"] > 0 and report["summary_method"] == "extractive"
+
+
+def test_auto_trim_off_refuses_on_stderr_and_exits_2(tiny_model_dir, swapless_home):
+    turns = "".join(
+        f"Message {i}: some words to fill the context up.\n" for i in range(12)
+    )
+    result = run_cli(
+        [
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--max-tokens",
+            "8",
+            "--max-context",
+            "256",
+            "--no-auto-trim",
+        ],
+        stdin=turns,
+        env_home=swapless_home,
+    )
+    assert result.returncode == 2
+    assert "Auto-trim is off" in result.stderr and "256" in result.stderr
+    refusals = [
+        json.loads(line) for line in result.stdout.splitlines() if '"refused"' in line
+    ]
+    assert refusals and all(r["refused"] for r in refusals)

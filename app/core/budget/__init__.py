@@ -11,6 +11,7 @@ the CLI, the UI and the doctor can all ask "does this fit?" without a model in m
   `BudgetError` before anything is allocated.
 """
 
+from app.core.budget.device_budget import DeviceBudget
 from app.core.budget.kv_budget import (
     ALLOCATION_STEP,
     bytes_per_element,
@@ -35,11 +36,17 @@ from app.core.budget.model_geometry import (
     geometry_from_config,
     read_geometry,
 )
-from app.core.budget.weights import WeightsInfo, read_weights, weights_bytes
+from app.core.budget.weights import (
+    WeightsInfo,
+    dense_resident_bytes,
+    read_weights,
+    weights_bytes,
+)
 
 __all__ = [
     "ALLOCATION_STEP",
     "BudgetSettings",
+    "DeviceBudget",
     "LayerCache",
     "LayerKind",
     "ModelGeometry",
@@ -49,6 +56,7 @@ __all__ = [
     "check_kv_growth",
     "check_model_fits",
     "check_request_fits",
+    "dense_resident_bytes",
     "fixed_kv_bytes",
     "geometry_from_config",
     "kv_bytes_at",

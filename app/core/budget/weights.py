@@ -120,7 +120,15 @@ def weights_bytes(model_dir: Path) -> int:
     return read_weights(model_dir).tensor_bytes
 
 
-def _tensor_bytes_by_dtype(path: Path) -> dict[str, int]:
+def read_header(path: Path) -> tuple[dict, int]:
+    """Read and check one safetensors file's JSON header.
+
+    Returns:
+        (header without ``__metadata__``, bytes of tensor data in the file).
+
+    Raises:
+        ModelLoadError: The file is unreadable, truncated or has a corrupt header.
+    """
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -141,14 +149,50 @@ def _tensor_bytes_by_dtype(path: Path) -> dict[str, int]:
         raise ModelLoadError(f"{path} has a corrupt safetensors header.") from exc
     if not isinstance(header, dict):
         raise ModelLoadError(f"{path} has a corrupt safetensors header.")
-    data_bytes = size - 8 - header_len
+    header.pop("__metadata__", None)
+    return header, size - 8 - header_len
+
+
+def _tensor_bytes_by_dtype(path: Path) -> dict[str, int]:
+    header, data_bytes = read_header(path)
     totals: dict[str, int] = {}
     for name, entry in header.items():
-        if name == "__metadata__":
-            continue
         totals_key, nbytes = _entry_bytes(path, name, entry, data_bytes)
         totals[totals_key] = totals.get(totals_key, 0) + nbytes
     return totals
+
+
+def dense_resident_bytes(
+    model_dir: Path, quant_bits: int | None, float_dtype_bytes: int
+) -> int:
+    """Bytes the weights take once dequantized to dense floats of ``float_dtype_bytes``.
+
+    On the CPU backend the engine dequantizes packed weights and upcasts to float32
+    (dense fp32 is the fast path there), so a 4-bit model grows about 8x in memory.
+
+    Args:
+        model_dir: The model folder.
+        quant_bits: Bits of the packed weights (config.json ``quantization.bits``), or
+            None for an unquantized model.
+        float_dtype_bytes: Width of the dense floats after loading.
+    """
+    total = 0
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        header, data_bytes = read_header(path)
+        for name, entry in header.items():
+            dtype, nbytes = _entry_bytes(path, name, entry, data_bytes)
+            base = name.rsplit(".", 1)[0]
+            packed = dtype == "U32" and quant_bits and f"{base}.scales" in header
+            if name.endswith((".scales", ".biases")) and f"{base}.weight" in header:
+                continue  # folded into the dense weight
+            elements = nbytes // SAFETENSORS_DTYPE_BYTES[dtype]
+            if packed:
+                total += elements * (32 // quant_bits) * float_dtype_bytes
+            elif dtype in CONVERTIBLE_FLOAT_DTYPES:
+                total += elements * float_dtype_bytes
+            else:
+                total += nbytes
+    return total
 
 
 def _entry_bytes(

@@ -323,6 +323,9 @@ class ConversationSession:
                 critical; the user message is not saved then.
         """
         outcome = None
+        if self.pressure() != "normal" and hasattr(self.engine, "release_memory"):
+            # Under pressure, what can be rebuilt goes first (prefix entries, idle caches).
+            self.engine.release_memory()
         # Token estimates per message can be a little off at template boundaries, so
         # the exact rendered prompt is checked again after a trim.
         for _ in range(MAX_TRIM_ROUNDS):
@@ -383,7 +386,9 @@ class ConversationSession:
         sampling = self.preset.sampling_settings(self.seed)
         message_id = self.store.begin_reply(self.conversation_id)
         saver = ReplySaver(self.store, message_id)
-        handle = self.engine.chat(self.cache_key, messages, kv, sampling)
+        handle = self.engine.chat(
+            self.cache_key, messages, kv, sampling, max_context=self.effective_limit()
+        )
         with self._lock:
             self._handle = handle
         try:

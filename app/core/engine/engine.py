@@ -140,7 +140,9 @@ class Engine:
             are dropped (their conversations re-prefill on their next turn).
     """
 
-    def __init__(self, max_idle_caches: int = 2, prefix_cache=None):
+    def __init__(
+        self, max_idle_caches: int = 2, prefix_cache=None, budget_settings=None
+    ):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
@@ -150,6 +152,8 @@ class Engine:
         self._info: ModelInfo | None = None
         self._closed = False
         self._prefix_cache = prefix_cache
+        self._budget_settings = budget_settings
+        self._budget = None
 
     # -- thread plumbing -------------------------------------------------------------
 
@@ -220,9 +224,15 @@ class Engine:
         self._loaded = None
         self._info = None
         mx.clear_cache()
+        from app.core.engine import memory_guard
+
+        settings = memory_guard.settings_or_default(self._budget_settings)
+        memory_guard.check_before_load(folder, settings)
         loaded = load_model_folder(folder)
         self._loaded = loaded
         self._info = loaded.info
+        self._budget = memory_guard.device_budget(loaded.info, settings)
+        memory_guard.apply_backend_limits(self._budget)
         self.prefix_cache.scan(model_exists=_model_unchanged)
         return loaded.info
 
@@ -234,6 +244,53 @@ class Engine:
 
             self._prefix_cache = PrefixCache()
         return self._prefix_cache
+
+    @property
+    def device_budget(self):
+        """The loaded model's `DeviceBudget`, or None (no model, or unknown geometry)."""
+        return self._budget
+
+    def max_safe_context(self, bits: int, group: int = 64) -> int | None:
+        """The device's max safe context at a KV precision (None when unknown)."""
+        if self._budget is None:
+            return None
+        try:
+            return self._budget.max_context(bits, group)
+        except ValueError:
+            return None
+
+    def set_budget_settings(self, settings) -> None:
+        """Use new budget settings (memory cap, reserve, safety factor) from now on."""
+        self.submit(self._set_budget_settings, settings).result()
+
+    def _set_budget_settings(self, settings) -> None:
+        from dataclasses import replace
+
+        self._budget_settings = settings
+        if self._budget is not None:
+            self._budget = replace(self._budget, settings=settings)
+
+    def _guard(
+        self, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
+    ) -> None:
+        """Refuse, before allocating, a request that does not fit its limits."""
+        from app.core.budget.memory_budget import check_request_fits
+
+        limits = [max_context, self.max_safe_context(kv.bits, kv.group_size)]
+        limits = [limit for limit in limits if limit]
+        if limits:
+            check_request_fits(len(prompt_ids), sampling.max_tokens, min(limits))
+        if self._budget is not None:
+            held = sum(c.nbytes for c in self._caches.values())
+            if self._prefix_cache is not None:
+                held += self._prefix_cache.memory_bytes
+            self._budget.check_growth(
+                held,
+                cache.offset,
+                len(prompt_ids) + sampling.max_tokens,
+                kv.bits,
+                kv.group_size,
+            )
 
     def _require_model(self):
         if self._loaded is None:
@@ -316,6 +373,7 @@ class Engine:
         messages: list[dict],
         kv: KVSettings,
         sampling: SamplingSettings,
+        max_context: int | None = None,
     ) -> TurnHandle:
         """Start a reply to a chat; the conversation's cache is reused and extended.
 
@@ -324,13 +382,17 @@ class Engine:
             messages: ``{"role", "content"}`` dicts, system prompt first.
             kv: KV precision.
             sampling: Sampling settings.
+            max_context: The conversation's token limit; a prompt that would pass it
+                (or the device's max safe context) is refused with a `BudgetError`.
 
         Returns:
             A handle streaming the turn's events.
         """
         handle = TurnHandle()
         started = time.perf_counter()
-        self.submit(self._run_chat, key, messages, kv, sampling, handle, started)
+        self.submit(
+            self._run_chat, key, messages, kv, sampling, handle, started, max_context
+        )
         return handle
 
     def generate(
@@ -339,14 +401,28 @@ class Engine:
         prompt_ids: list[int],
         kv: KVSettings,
         sampling: SamplingSettings,
+        max_context: int | None = None,
     ) -> TurnHandle:
         """Start a reply to already-tokenized prompt ids on a conversation's cache."""
         handle = TurnHandle()
         started = time.perf_counter()
-        self.submit(self._run_ids, key, prompt_ids, kv, sampling, handle, started)
+        self.submit(
+            self._run_ids,
+            key,
+            prompt_ids,
+            kv,
+            sampling,
+            handle,
+            started,
+            True,
+            0,
+            max_context,
+        )
         return handle
 
-    def _run_chat(self, key, messages, kv, sampling, handle, started) -> None:
+    def _run_chat(
+        self, key, messages, kv, sampling, handle, started, max_context=None
+    ) -> None:
         try:
             prompt_ids = self._render(messages, True)
             prefix_len = self._system_prefix_length(messages, prompt_ids)
@@ -355,7 +431,14 @@ class Engine:
             handle._put(_DONE)
             return
         self._run_ids(
-            key, prompt_ids, kv, sampling, handle, started, prefix_len=prefix_len
+            key,
+            prompt_ids,
+            kv,
+            sampling,
+            handle,
+            started,
+            prefix_len=prefix_len,
+            max_context=max_context,
         )
 
     def _system_prefix_length(self, messages: list[dict], prompt_ids: list[int]) -> int:
@@ -415,13 +498,23 @@ class Engine:
         return freed
 
     def _run_ids(
-        self, key, prompt_ids, kv, sampling, handle, started, finish=True, prefix_len=0
+        self,
+        key,
+        prompt_ids,
+        kv,
+        sampling,
+        handle,
+        started,
+        finish=True,
+        prefix_len=0,
+        max_context=None,
     ) -> None:
         from app.core.engine.generation import run_turn
 
         try:
             loaded = self._require_model()
             cache = self._cache_for(key, kv)
+            self._guard(cache, prompt_ids, kv, sampling, max_context)
             source = self._attach_prefix(cache, prompt_ids, kv)
             run_turn(
                 loaded,

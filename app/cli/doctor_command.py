@@ -1,0 +1,67 @@
+"""`swapless doctor`: the checkup a user reads before choosing a model and settings.
+
+Works from config.json and the safetensors headers alone, so a model is judged before it
+is loaded (and without importing MLX).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subcommands) -> None:
+    """Add the subcommand to the parser."""
+    parser = subcommands.add_parser(
+        "doctor",
+        help="memory checkup: how many tokens fit at 16/8/4-bit KV on this machine",
+        description="Report this machine's memory and, for a model folder, the KV bytes "
+        "per token and the max safe context at each KV precision.",
+    )
+    parser.add_argument("--model", metavar="DIR", help="an mlx-lm model folder")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report."""
+    from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
+    from app.core.doctor import build_report, format_report
+    from app.core.memory.probe import MemoryProbe
+    from app.core.settings import load_settings
+
+    settings = load_settings().budget()
+    profile = runtime_profile()
+    model_dir = Path(args.model).expanduser() if args.model else None
+    weights = None
+    if model_dir is not None:
+        from app.core.budget.model_config import load_config
+
+        weights = resident_weights_bytes(model_dir, load_config(model_dir), profile)
+    report = build_report(
+        model_dir,
+        settings,
+        MemoryProbe().sample(),
+        act_dtype_bytes=profile.act_dtype_bytes,
+        weights_bytes=weights,
+    )
+    report["runtime"] = {
+        "backend": profile.backend,
+        "act_dtype_bytes": profile.act_dtype_bytes,
+        "dense_weights": profile.dense_weights,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_report(report))
+        print(
+            f"Runtime: MLX {profile.backend} backend"
+            + (
+                "; quantized weights are dequantized to float32 and the KV cache is "
+                "float32 (the fast path on CPU)."
+                if profile.dense_weights
+                else "; weights stay as stored."
+            )
+        )
+    return 0

@@ -1,0 +1,131 @@
+"""`swapless conversations`, `export`, `import` and `search`: the store from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subcommands) -> None:
+    """Add the subcommands to the parser."""
+    listing = subcommands.add_parser("conversations", help="list stored conversations")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    listing.add_argument("--limit", type=int, default=None, metavar="N")
+    listing.set_defaults(run=run_list)
+
+    export = subcommands.add_parser(
+        "export", help="print a conversation as Markdown or JSON"
+    )
+    export.add_argument("conversation", type=int, metavar="ID")
+    export.add_argument("--format", choices=("md", "json"), default="md")
+    export.set_defaults(run=run_export)
+
+    importer = subcommands.add_parser(
+        "import", help="import a conversation exported as JSON"
+    )
+    importer.add_argument(
+        "file", metavar="FILE", help="a JSON export ('-' reads stdin)"
+    )
+    importer.set_defaults(run=run_import)
+
+    search = subcommands.add_parser("search", help="search every message and title")
+    search.add_argument("text", metavar="TEXT")
+    search.add_argument("--limit", type=int, default=20, metavar="N")
+    search.add_argument("--json", action="store_true", help="one JSON array")
+    search.set_defaults(run=run_search)
+
+
+def _open():
+    from app.cli.runtime import open_store
+
+    return open_store(lambda message: print(message, file=sys.stderr))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """List conversations, most recently updated first."""
+    with _open() as store:
+        conversations = store.list_conversations(limit=args.limit)
+        rows = [
+            {
+                "id": c.id,
+                "title": c.title,
+                "updated_at": c.updated_at.isoformat(),
+                "model": c.model,
+                "preset": c.preset,
+                "messages": len(store.messages(c.id, include_trimmed=True)),
+            }
+            for c in conversations
+        ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    if not rows:
+        print("No conversations yet.", file=sys.stderr)
+    for row in rows:
+        print(
+            f"{row['id']:>5}  {row['updated_at'][:16].replace('T', ' ')}  "
+            f"{row['messages']:>4} msgs  {row['preset'] or '-':<14} {row['title'] or '(untitled)'}"
+        )
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Print one conversation."""
+    with _open() as store:
+        if args.format == "json":
+            print(
+                json.dumps(
+                    store.export_json(args.conversation), ensure_ascii=False, indent=2
+                )
+            )
+        else:
+            print(store.export_markdown(args.conversation))
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Import a JSON export as a new conversation and print its id."""
+    data = (
+        sys.stdin.read()
+        if args.file == "-"
+        else Path(args.file).read_text(encoding="utf-8")
+    )
+    with _open() as store:
+        conversation_id = store.import_json(data)
+    print(conversation_id)
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """Search messages and titles."""
+    with _open() as store:
+        hits = store.search(args.text, limit=args.limit)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "conversation_id": h.conversation_id,
+                        "title": h.conversation_title,
+                        "message_id": h.message_id,
+                        "role": h.role,
+                        "snippet": h.snippet,
+                    }
+                    for h in hits
+                ],
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+        return 0
+    if not hits:
+        print(f"Nothing matches {args.text!r}.", file=sys.stderr)
+    for hit in hits:
+        where = f"{hit.role} message {hit.message_id}" if hit.message_id else "title"
+        print(
+            f"[{hit.conversation_id}] {hit.conversation_title or '(untitled)'} — {where}"
+        )
+        print(f"    {hit.snippet}")
+    return 0

@@ -1,0 +1,99 @@
+"""Budget checks that need the engine's view: before a load, and the device limits.
+
+Swapless refuses a model whose weights alone pass the memory budget before loading it
+(on the CPU backend quantized weights are dequantized to float32, so they are counted
+at that size), builds the `DeviceBudget` of a loaded model, and on Metal also sets MLX's
+own memory and wired limits from it (on the CPU backend MLX ignores them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import psutil
+
+from app.core.budget.device_budget import DeviceBudget
+from app.core.budget.memory_budget import (
+    BudgetSettings,
+    check_model_fits,
+    memory_budget_bytes,
+)
+from app.core.budget.model_geometry import read_geometry
+from app.core.budget.weights import dense_resident_bytes, read_weights
+from app.core.engine import backend
+from app.core.engine.events import ModelInfo
+from app.core.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+
+def settings_or_default(settings: BudgetSettings | None) -> BudgetSettings:
+    """Return ``settings`` or the defaults."""
+    return settings if settings is not None else BudgetSettings()
+
+
+def total_memory() -> int:
+    """Total RAM of this machine in bytes."""
+    return int(psutil.virtual_memory().total)
+
+
+def estimated_resident_weights(folder: Path) -> int:
+    """Bytes the weights will take once loaded on this backend (from headers only)."""
+    if backend.uses_metal():
+        return read_weights(folder).tensor_bytes
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    quantization = config.get("quantization") or {}
+    bits = quantization.get("bits") if isinstance(quantization, dict) else None
+    return dense_resident_bytes(folder, bits, 4)
+
+
+def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
+    """Refuse, with the numbers, a model whose weights alone exceed the budget.
+
+    Folders that cannot be judged here (missing files) are left to the loader, which
+    explains what is wrong with them.
+    """
+    folder = Path(folder).expanduser()
+    try:
+        estimate = estimated_resident_weights(folder)
+    except (OSError, ValueError, ModelLoadError):
+        return
+    check_model_fits(total_memory(), estimate, settings)
+
+
+def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget | None:
+    """Return the budget of a loaded model, or None when its geometry is unknown."""
+    try:
+        geometry = read_geometry(Path(info.folder))
+    except ModelLoadError:
+        logger.warning(
+            "no KV budget for %s: unknown cache geometry", info.folder, exc_info=True
+        )
+        return None
+    act_bytes = 4 if info.activation_dtype == "float32" else 2
+    return DeviceBudget(
+        total_memory=total_memory(),
+        weights_bytes=info.weights_bytes,
+        geometry=geometry,
+        settings=settings,
+        act_dtype_bytes=act_bytes,
+    )
+
+
+def apply_backend_limits(budget: DeviceBudget | None) -> None:
+    """On Metal, let MLX enforce the budget too; a no-op on the CPU backend."""
+    if budget is None or not backend.uses_metal():
+        return
+    import mlx.core as mx
+
+    limit = memory_budget_bytes(budget.total_memory, budget.settings)
+    mx.set_memory_limit(limit)
+    wired = min(budget.weights_bytes + budget.kv_limit(), limit)
+    try:
+        recommended = int(mx.device_info()["max_recommended_working_set_size"])
+        wired = min(wired, recommended)
+    except (KeyError, RuntimeError, AttributeError):
+        pass
+    mx.set_wired_limit(wired)

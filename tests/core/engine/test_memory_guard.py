@@ -1,0 +1,89 @@
+"""Swapless enforces its memory budget itself, before allocating (MLX does not on CPU)."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from app.core.budget.memory_budget import BudgetSettings, memory_budget_bytes
+from app.core.engine.engine import Engine
+from app.core.errors import BudgetError
+from app.core.generation_settings import KVSettings, SamplingSettings
+
+
+def tight_settings(weights_bytes: int, kv_room_bytes: int) -> BudgetSettings:
+    """Settings that leave exactly ``kv_room_bytes`` after the weights (before safety)."""
+    total = psutil.virtual_memory().total
+    base = BudgetSettings()
+    budget = memory_budget_bytes(total, base)
+    return BudgetSettings(
+        reserve_bytes=base.reserve_bytes + budget - weights_bytes - kv_room_bytes
+    )
+
+
+def test_a_model_whose_weights_exceed_the_budget_is_refused_before_loading(
+    tiny_model_dir,
+):
+    total = psutil.virtual_memory().total
+    engine = Engine(budget_settings=BudgetSettings(reserve_bytes=int(total)))
+    with pytest.raises(
+        BudgetError, match=r"weights need .* more than Swapless's memory budget"
+    ):
+        engine.load(tiny_model_dir)
+    assert engine.model_info is None
+
+
+def test_device_limit_refuses_an_over_long_prompt_with_the_numbers(tiny_model_dir):
+    probe = Engine()
+    info = probe.load(tiny_model_dir)
+    per_token = 2 * 2 * 2 * 128 * 4  # layers x (K,V) x kv heads x head dim x fp32
+    # Room for 1024 fp32 tokens once the 0.6 safety factor is applied.
+    settings = tight_settings(info.weights_bytes, int(1024 * per_token / 0.6) + 1)
+    engine = Engine(budget_settings=settings)
+    engine.load(tiny_model_dir)
+    assert engine.max_safe_context(16) == 1024
+    assert engine.max_safe_context(4) > engine.max_safe_context(8) > 1024
+    long_text = "word " * 1200
+    messages = [{"role": "user", "content": long_text}]
+    sampling = SamplingSettings(temperature=0.0, max_tokens=8)
+    with pytest.raises(
+        BudgetError,
+        match=r"needs up to [\d,]+ tokens .* safe limit on this machine is 1,024",
+    ):
+        engine.chat("long", messages, KVSettings(bits=16), sampling).wait()
+    assert engine.cache_state("long").tokens == 0  # nothing was allocated
+    # The same request fits at 4-bit KV, where a token costs ~6x less.
+    final = engine.chat("long", messages, KVSettings(bits=4), sampling).wait()
+    assert final.prompt_tokens > 1024
+
+
+def test_the_conversation_limit_is_enforced_by_the_engine(tiny_model_dir):
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    messages = [{"role": "user", "content": "word " * 300}]
+    with pytest.raises(BudgetError, match="safe limit on this machine is 256"):
+        engine.chat(
+            "c", messages, KVSettings(), SamplingSettings(max_tokens=8), max_context=256
+        ).wait()
+
+
+def test_growth_of_all_live_caches_is_checked_before_a_prefill(tiny_model_dir):
+    probe = Engine()
+    info = probe.load(tiny_model_dir)
+    messages = [{"role": "user", "content": "word " * 300}]
+    sampling = SamplingSettings(temperature=0.0, max_tokens=4)
+    steps = -(-(len(probe.render(messages)) + 4) // 256)  # 256-token allocation steps
+    per_token = 2 * 2 * 2 * 128 * 4
+    # Room for two such conversations and a half.
+    settings = tight_settings(
+        info.weights_bytes, int(2.5 * steps * 256 * per_token / 0.6)
+    )
+    engine = Engine(budget_settings=settings, max_idle_caches=8)
+    engine.load(tiny_model_dir)
+    engine.chat("one", messages, KVSettings(bits=16), sampling).wait()
+    engine.chat("two", messages, KVSettings(bits=16), sampling).wait()
+    # Each conversation alone fits, but a third would pass the limit of all KV together.
+    with pytest.raises(BudgetError, match="past its limit"):
+        engine.chat("three", messages, KVSettings(bits=16), sampling).wait()
+    engine.drop_cache("one")
+    engine.chat("three", messages, KVSettings(bits=16), sampling).wait()
