@@ -25,8 +25,8 @@ run: $(STAMP)
 	$(BIN)/swapless
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests packaging
-	$(BIN)/ruff format --check app tests packaging
+	$(BIN)/ruff check app tests $(wildcard packaging)
+	$(BIN)/ruff format --check app tests $(wildcard packaging)
 
 format: $(STAMP)
 	$(BIN)/ruff format app tests packaging
@@ -41,5 +41,30 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/swapless bench --out bench-results
 
+# Packaging (README "Packaging", packaging/): a double-clickable app built by PyInstaller.
+# Linux: dist/swapless/ (+ swapless.desktop); macOS: dist/Swapless.app and a DMG.
+PACKAGE_STAMP := $(VENV)/.swapless-package-installed
+
+$(PACKAGE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[package]'
+	touch $(PACKAGE_STAMP)
+
+package: $(PACKAGE_STAMP)
+	$(BIN)/python packaging/build.py
+
+# Builds on this machine (installing missing Debian tools as root), validates the
+# desktop entry and runs the frozen app headless; CI runs it after `make test`.
+package-test:
+	bash packaging/package-test.sh
+
+# Adds the built Linux app to the user's application menu (~/.local/share).
+install-desktop:
+	$(PYTHON) packaging/linux/desktop_entry.py install dist/swapless
+
 clean:
 	rm -rf build dist .pytest_cache bench-results
+
+# The README screenshot: the real window under Xvfb, the demo model, a short real
+# conversation (Debian packages: xvfb xauth libxcb-icccm4 libxcb-keysyms1, see .ci/run).
+screenshot: $(STAMP)
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.screenshot resources/screenshot.png

@@ -191,3 +191,24 @@ def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(
     # reply (whose generated tokens may re-tokenize differently) is intact.
     history = engine.render(messages[:-1], add_generation_prompt=True)
     assert after == before[: len(after)] and len(after) >= len(history)
+
+
+def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
+    engine, store, tiny_model_dir, monkeypatch
+):
+    from app.core.engine.conversation_cache import ConversationCache
+
+    # Models with recurrent or sliding-window layers have caches splicing cannot handle.
+    monkeypatch.setattr(ConversationCache, "can_splice", lambda self: False)
+    session = start(engine, store, tiny_model_dir, max_context=400)
+    trimmed = [
+        r for r in (session.send(user_turn(i)) for i in range(1, 12)) if r.trimmed
+    ]
+    assert trimmed
+    for report in trimmed:
+        assert report.trim_method == "rebuild"
+        assert (
+            "splice not possible" in report.trim_note
+            and "rebuilt instead" in report.trim_note
+        )
+        assert report.context_tokens <= 400
