@@ -14,12 +14,12 @@ from dataclasses import replace
 
 from app.core.chat.model_messages import build_messages, summary_style
 from app.core.chat.trimmer import Trimmer, TrimOutcome
-from app.core.chat.turn_report import TurnReport
+from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent, PrefillProgress
 from app.core.errors import BudgetError
 from app.core.presets import Preset, preset_from_dict
 from app.core.store import Store
-from app.core.store.records import Message, ModelContext, ReplyStats
+from app.core.store.records import Message, ModelContext
 from app.core.store.reply_saver import ReplySaver
 from app.core.trim.policy import (
     MIN_SUMMARY_TOKENS,
@@ -70,7 +70,7 @@ class ConversationSession:
         self.pressure = pressure
         self.device_limit = device_limit
         self.seed = seed
-        self.cache_key = f"conversation-{conversation_id}"
+        self.cache_key = conversation_cache_key(conversation_id)
         self.trims = 0
         self.last_trim: TrimOutcome | None = None
         self._handle = None
@@ -407,15 +407,7 @@ class ConversationSession:
             with self._lock:
                 self._handle = None
         final = handle.final
-        stats = ReplyStats(
-            prompt_tokens=final.prompt_tokens,
-            generated_tokens=final.generated_tokens,
-            reused_tokens=final.reused_tokens,
-            ttft_s=final.ttft_s,
-            tokens_per_s=final.tokens_per_s,
-            peak_memory_bytes=final.peak_memory_bytes,
-            kv_bits=final.kv_bits,
-        )
+        stats = reply_stats(final)
         saver.finish(stats, stopped=final.finish_reason == "cancelled")
         return TurnReport(
             reply=saver.text,

@@ -4,6 +4,26 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from app.core.store.records import ReplyStats
+
+
+def conversation_cache_key(conversation_id: int) -> str:
+    """The engine cache key of a stored conversation (chat turns and documents share it)."""
+    return f"conversation-{conversation_id}"
+
+
+def reply_stats(final) -> ReplyStats:
+    """The stats stored with a reply, from the turn's final `GenerationEvent`."""
+    return ReplyStats(
+        prompt_tokens=final.prompt_tokens,
+        generated_tokens=final.generated_tokens,
+        reused_tokens=final.reused_tokens,
+        ttft_s=final.ttft_s,
+        tokens_per_s=final.tokens_per_s,
+        peak_memory_bytes=final.peak_memory_bytes,
+        kv_bits=final.kv_bits,
+    )
+
 
 @dataclass(frozen=True)
 class TurnReport:

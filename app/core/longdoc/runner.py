@@ -30,6 +30,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 from app.core.budget import BudgetSettings
+from app.core.chat.turn_report import conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent
 from app.core.errors import InputError
 from app.core.longdoc.events import (
@@ -52,7 +53,7 @@ from app.core.longdoc.resume import Resumable, find_resumable, find_resumable_an
 from app.core.longdoc.segmenter import Segment, split_segments, truncate_to_tokens
 from app.core.longdoc.sizing import KVSizing, kv_sizing
 from app.core.presets import Preset
-from app.core.store import ReplySaver, ReplyStats, Store
+from app.core.store import ReplySaver, Store
 
 JOIN_SLACK = 8
 """Tokens allowed for BPE merges where notes and segment are pasted into a prompt
@@ -274,7 +275,7 @@ class LongDocumentRunner:
             notes = resumable.saved[-1].notes if resumable.saved else ""
             if resumable.document.status != "complete":
                 self.store.set_document_status(document_id, "reading")
-        key = f"conversation-{conversation_id}"
+        key = conversation_cache_key(conversation_id)
         total = len(plan.segments)
         steps: list[SegmentFinished | GenerationEvent] = []
         next_segment = resumed_from
@@ -512,15 +513,7 @@ class LongDocumentRunner:
         except BaseException:  # a kill signal or a consumer that stopped iterating
             saver.finish(stopped=True)
             raise
-        stats = ReplyStats(
-            prompt_tokens=final.prompt_tokens,
-            generated_tokens=final.generated_tokens,
-            reused_tokens=final.reused_tokens,
-            ttft_s=final.ttft_s,
-            tokens_per_s=final.tokens_per_s,
-            peak_memory_bytes=final.peak_memory_bytes,
-            kv_bits=final.kv_bits,
-        )
+        stats = reply_stats(final)
         saver.finish(stats, stopped=final.finish_reason == "cancelled")
         return saver.text, message_id, final
 
