@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"swapless {__version__}"
     )
+    parser.add_argument(
+        "--smoke-test",
+        action="store_true",
+        help="start offscreen, load the demo model, generate, save, exit (packaging check)",
+    )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
     for module in (
         chat_command,
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     blas.reexec_with_openblas(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "smoke_test", False):
+    if args.smoke_test:
         from app.ui.smoke_test import run_smoke_test
 
         return run_smoke_test()
