@@ -296,3 +296,22 @@ def test_broken_model_folders_give_known_errors(tmp_path, tiny_model_dir):
     (garbled / "config.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="cannot be read"):
         load_model_folder(garbled)
+
+
+@pytest.mark.parametrize("bits", [16, 8])
+def test_a_trimmed_cache_grows_back_to_exactly_the_predicted_allocation(loaded, bits):
+    # mlx-lm appends after the spare step a trim leaves at a multiple of 256 tokens
+    # (1.17x the prediction); the cache gives spare steps back when it is trimmed.
+    cache = ConversationCache(loaded.model, KVSettings(bits=bits))
+    ids = list(range(5, 1221))
+    _prefill(loaded, cache, ids[:300])
+    if bits != 16:
+        cache.layers = [
+            layer.to_quantized(group_size=64, bits=bits) for layer in cache.layers
+        ]
+    _prefill(loaded, cache, ids[300:])
+    cache.trim_to(1024)
+    _prefill(loaded, cache, ids[:300])
+    per_token = 2 * 2 * 2 * 128 * (4 if bits == 16 else 1 + 2 * 4 / 64)
+    assert cache.offset == 1324
+    assert cache.nbytes == 1536 * per_token  # 1324 rounded up to the 256-token step
