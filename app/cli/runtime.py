@@ -54,14 +54,16 @@ def open_store(say: Callable[[str], None]) -> Store:
 def engine_from_settings():
     """An engine configured from the user's settings (budget, prefix-cache disk cap)."""
     from app.core.engine.engine import Engine
-    from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
+    from app.core.engine.prefix_cache_settings import PrefixCacheSettings
     from app.core.settings import load_settings
 
     settings = load_settings()
-    prefix = PrefixCache(
-        PrefixCacheSettings(disk_cap_bytes=settings.prefix_cache_disk_cap_bytes)
+    return Engine(
+        budget_settings=settings.budget(),
+        prefix_cache_settings=PrefixCacheSettings(
+            disk_cap_bytes=settings.prefix_cache_disk_cap_bytes
+        ),
     )
-    return Engine(prefix_cache=prefix, budget_settings=settings.budget())
 
 
 def open_runtime(

@@ -367,7 +367,12 @@ class ConversationSession:
         return self._generate(self.model_messages(context), on_text, on_progress)
 
     def edit_and_resend(
-        self, message_id: int, new_text: str, on_text=None, on_progress=None
+        self,
+        message_id: int,
+        new_text: str,
+        on_text=None,
+        on_progress=None,
+        on_trim=None,
     ):
         """Replace a user message (and everything after it) and send the new text."""
         context = self.context()
@@ -379,7 +384,9 @@ class ConversationSession:
             )
         for message in reversed(messages[index:]):
             self.store.delete_message(message.id)
-        return self.send(new_text, on_text=on_text, on_progress=on_progress)
+        return self.send(
+            new_text, on_text=on_text, on_progress=on_progress, on_trim=on_trim
+        )
 
     def _generate(self, messages, on_text, on_progress) -> TurnReport:
         kv = self.preset.kv_settings()

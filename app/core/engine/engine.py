@@ -138,10 +138,18 @@ class Engine:
     Args:
         max_idle_caches: Conversation caches kept besides the active one; older ones
             are dropped (their conversations re-prefill on their next turn).
+        prefix_cache: A ready `PrefixCache` (tests); by default one is built on the
+            engine thread from ``prefix_cache_settings``.
+        budget_settings: Memory cap, reserve and safety factor (`BudgetSettings`).
+        prefix_cache_settings: Limits of the prefix cache (`PrefixCacheSettings`).
     """
 
     def __init__(
-        self, max_idle_caches: int = 2, prefix_cache=None, budget_settings=None
+        self,
+        max_idle_caches: int = 2,
+        prefix_cache=None,
+        budget_settings=None,
+        prefix_cache_settings=None,
     ):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -152,6 +160,7 @@ class Engine:
         self._info: ModelInfo | None = None
         self._closed = False
         self._prefix_cache = prefix_cache
+        self._prefix_cache_settings = prefix_cache_settings
         self._budget_settings = budget_settings
         self._budget = None
 
@@ -242,7 +251,7 @@ class Engine:
         if self._prefix_cache is None:
             from app.core.engine.prefix_cache import PrefixCache
 
-            self._prefix_cache = PrefixCache()
+            self._prefix_cache = PrefixCache(self._prefix_cache_settings)
         return self._prefix_cache
 
     @property
@@ -479,6 +488,16 @@ class Engine:
             self.prefix_cache.store(
                 self._info.identity, self._info.folder, kv, prefix, cache.layers
             )
+
+    def set_prefix_cache_settings(self, settings) -> None:
+        """Use new prefix-cache limits; a lower disk cap is enforced at once."""
+        self.submit(self._set_prefix_cache_settings, settings).result()
+
+    def _set_prefix_cache_settings(self, settings) -> None:
+        self._prefix_cache_settings = settings
+        if self._prefix_cache is not None:
+            self._prefix_cache.settings = settings
+            self._prefix_cache.enforce_disk_cap()
 
     def release_memory(self) -> int:
         """Free what can be rebuilt: prefix entries in memory, idle caches, MLX's pool.

@@ -1,0 +1,171 @@
+"""The message composer: multi-line input, Enter sends, Shift+Enter adds a line.
+
+It has three states: ready (Send), busy (the button becomes Stop), and disabled with a
+reason shown above it (no model loaded yet, a model loading). The text box grows with
+its content up to a few lines, then scrolls. Attach… reads a document of any length
+(long-document mode); what is typed becomes the question about it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+MAX_VISIBLE_LINES = 8
+PLACEHOLDER = "Message the model…   (Enter sends, Shift+Enter adds a line)"
+
+
+class ComposerEdit(QPlainTextEdit):
+    """A text box where Enter submits and Shift+Enter inserts a newline."""
+
+    submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("composerEdit")
+        self.setPlaceholderText(PLACEHOLDER)
+        self.setTabChangesFocus(True)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self._fit()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submitted.emit()
+            return
+        if enter:
+            self.insertPlainText("\n")
+            return
+        super().keyPressEvent(event)
+
+    def _fit(self, *_args) -> None:
+        line = self.fontMetrics().lineSpacing()
+        lines = max(2, min(MAX_VISIBLE_LINES, self.document().lineCount()))
+        margins = self.contentsMargins()
+        height = (
+            lines * line
+            + 2 * int(self.document().documentMargin())
+            + margins.top()
+            + margins.bottom()
+            + 4
+        )
+        self.setFixedHeight(height)
+
+
+class ComposerView(QFrame):
+    """Input box plus Send/Stop button, and the reason when sending is not possible."""
+
+    send_requested = Signal(str)
+    stop_requested = Signal()
+    attach_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("composer")
+        self._busy = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 6, 16, 10)
+        layout.setSpacing(4)
+        self.reason_label = QLabel()
+        self.reason_label.setObjectName("composerReason")
+        self.reason_label.setWordWrap(True)
+        self.reason_label.hide()
+        layout.addWidget(self.reason_label)
+        row = QHBoxLayout()
+        self.attach_button = QPushButton("Attach…")
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setToolTip(
+            "Read a text or Markdown file, however long, and answer about it (what you "
+            "typed is the question; empty asks for a summary)"
+        )
+        self.attach_button.clicked.connect(self.attach_requested)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
+        self.edit = ComposerEdit(self)
+        self.edit.submitted.connect(self._on_edit_submitted)
+        row.addWidget(self.edit, 1)
+        self.button = QPushButton("Send")
+        self.button.setObjectName("sendButton")
+        self.button.setMinimumWidth(84)
+        self.button.clicked.connect(self._on_button_clicked)
+        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addLayout(row)
+
+    @property
+    def busy(self) -> bool:
+        """True while a reply is being written (the button stops it)."""
+        return self._busy
+
+    def text(self) -> str:
+        """The text typed so far."""
+        return self.edit.toPlainText()
+
+    def take_text(self) -> str:
+        """Return the typed text (stripped) and empty the box."""
+        text = self.edit.toPlainText().strip()
+        self.edit.clear()
+        return text
+
+    def set_text(self, text: str) -> None:
+        """Put text in the box (e.g. a refused message, so it is not lost)."""
+        self.edit.setPlainText(text)
+        cursor = self.edit.textCursor()
+        cursor.movePosition(cursor.MoveOperation.End)
+        self.edit.setTextCursor(cursor)
+
+    def set_ready(self) -> None:
+        """Sending is possible."""
+        self._busy = False
+        self.reason_label.hide()
+        self.edit.setEnabled(True)
+        self.button.setText("Send")
+        self.button.setToolTip("Send (Enter)")
+        self.button.setEnabled(True)
+        self.attach_button.setEnabled(True)
+
+    def set_busy(self) -> None:
+        """A reply is being written: the button stops it; typing the next one is fine."""
+        self._busy = True
+        self.reason_label.hide()
+        self.edit.setEnabled(True)
+        self.button.setText("Stop")
+        self.button.setToolTip("Stop the reply (Esc)")
+        self.button.setEnabled(True)
+        self.attach_button.setEnabled(False)
+
+    def set_disabled(self, reason: str) -> None:
+        """Sending is not possible, and why."""
+        self._busy = False
+        self.reason_label.setText(reason)
+        self.reason_label.show()
+        self.edit.setEnabled(False)
+        self.button.setText("Send")
+        self.button.setEnabled(False)
+        self.attach_button.setEnabled(False)
+
+    def focus(self) -> None:
+        """Put the keyboard focus in the text box."""
+        self.edit.setFocus()
+
+    def _on_edit_submitted(self) -> None:
+        if self._busy or not self.button.isEnabled():
+            return
+        text = self.edit.toPlainText().strip()
+        if not text:
+            return
+        self.edit.clear()
+        self.send_requested.emit(text)
+
+    def _on_button_clicked(self) -> None:
+        if self._busy:
+            self.stop_requested.emit()
+        else:
+            self._on_edit_submitted()

@@ -1,0 +1,134 @@
+"""The context meter: how full the conversation's context is, and when it will be trimmed.
+
+It shows tokens held against the effective limit (and the preset's own limit when the
+device's is smaller), the KV cache bytes at the conversation's precision, how many
+trims happened, and a mark on the bar where the next trim comes. While a reply streams
+the count grows with the tokens (marked "≈"); the worker's measurement after the turn
+makes it exact again.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPalette, QPen
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+
+from app.core.text.display_numbers import format_bytes, format_count
+from app.ui.generation_worker import ContextState
+from app.ui.theme import PRESSURE_COLOURS
+
+
+def meter_text(state: ContextState, streamed: int = 0) -> str:
+    """The meter's line of text."""
+    tokens = state.tokens + streamed
+    approx = "" if state.exact and not streamed else "≈"
+    limit = f"{format_count(state.effective_limit)}"
+    if state.preset_limit > state.effective_limit:
+        limit += f" (preset {format_count(state.preset_limit)}, device limit lower)"
+    bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
+    trims = "1 trim" if state.trims == 1 else f"{state.trims} trims"
+    return (
+        f"{approx}{format_count(tokens)} / {limit} tokens · KV "
+        f"{format_bytes(state.kv_bytes)} at {bits} · {trims}"
+    )
+
+
+def meter_tooltip(state: ContextState) -> str:
+    """What each number of the meter means."""
+    return (
+        "<p><b>Context</b></p><table>"
+        f"<tr><td><b>Held</b></td><td>&nbsp;{format_count(state.tokens)} tokens</td>"
+        "<td style='color: gray'>tokens of this conversation in the KV cache "
+        f"({'measured on the cache' if state.exact else 'estimated from the prompt'})</td></tr>"
+        f"<tr><td><b>Limit</b></td><td>&nbsp;{format_count(state.effective_limit)}</td>"
+        "<td style='color: gray'>the smaller of the preset's max_context "
+        f"({format_count(state.preset_limit)}) and this device's max safe context</td></tr>"
+        f"<tr><td><b>Next trim</b></td><td>&nbsp;{format_count(state.next_trim_at)}</td>"
+        "<td style='color: gray'>once this many tokens are held, the next message first "
+        "summarises the oldest turns (room is kept for a whole reply); earlier under "
+        "memory pressure</td></tr>"
+        f"<tr><td><b>KV cache</b></td><td>&nbsp;{format_bytes(state.kv_bytes)}</td>"
+        f"<td style='color: gray'>bytes at {state.kv_bits}-bit precision</td></tr>"
+        f"<tr><td><b>Trims</b></td><td>&nbsp;{state.trims}</td>"
+        "<td style='color: gray'>summaries written for this conversation so far</td></tr>"
+        "</table>"
+    )
+
+
+class _MeterBar(QWidget):
+    def __init__(self, parent: QWidget):
+        super().__init__(parent)
+        self.fraction = 0.0
+        self.mark: float | None = None
+        self.setMinimumSize(80, 14)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def paintEvent(self, _event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = QRectF(self.rect()).adjusted(1, 1, -1, -1)
+        path = QPainterPath()
+        path.addRoundedRect(rect, 4, 4)
+        painter.fillPath(path, self.palette().color(QPalette.ColorRole.Base))
+        fill = rect.adjusted(0, 0, -rect.width() * (1 - min(self.fraction, 1.0)), 0)
+        if self.mark is not None and self.fraction >= self.mark:
+            colour = QColor(PRESSURE_COLOURS["warning"])
+        else:
+            colour = self.palette().color(QPalette.ColorRole.Highlight)
+        painter.setClipPath(path)
+        painter.fillRect(fill, colour)
+        painter.setClipping(False)
+        painter.setPen(QPen(self.palette().color(QPalette.ColorRole.Mid), 1))
+        painter.drawPath(path)
+        if self.mark is not None:
+            x = rect.left() + rect.width() * min(self.mark, 1.0)
+            painter.setPen(QPen(self.palette().color(QPalette.ColorRole.WindowText), 2))
+            painter.drawLine(
+                int(x), int(rect.top()) - 1, int(x), int(rect.bottom()) + 1
+            )
+
+
+class ContextMeterView(QWidget):
+    """Tokens held / limit, KV bytes, trims, and the next trim's mark."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("contextMeter")
+        self.state: ContextState | None = None
+        self.streamed = 0
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(8)
+        self.title_label = QLabel("<b>Context</b>")
+        layout.addWidget(self.title_label)
+        self.bar = _MeterBar(self)
+        self.bar.setMaximumWidth(160)
+        layout.addWidget(self.bar, 1)
+        self.text_label = QLabel("no model loaded")
+        layout.addWidget(self.text_label)
+
+    def set_state(self, state: ContextState | None) -> None:
+        """Show a measurement (None: nothing to measure)."""
+        self.state = state
+        self.streamed = 0
+        self._refresh()
+
+    def add_streamed_tokens(self, count: int) -> None:
+        """Count tokens of the reply being written until the next measurement."""
+        if self.state is not None:
+            self.streamed += count
+            self._refresh()
+
+    def _refresh(self) -> None:
+        state = self.state
+        if state is None:
+            self.text_label.setText("no model loaded")
+            self.bar.fraction, self.bar.mark = 0.0, None
+            self.setToolTip("")
+        else:
+            limit = max(state.effective_limit, 1)
+            self.bar.fraction = (state.tokens + self.streamed) / limit
+            self.bar.mark = state.next_trim_at / limit
+            self.text_label.setText(meter_text(state, self.streamed))
+            self.setToolTip(meter_tooltip(state))
+        self.bar.update()

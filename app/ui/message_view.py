@@ -1,0 +1,393 @@
+"""One message of the chat, and the card that stands for a summarised stretch of it.
+
+`MessageView` shows a user message or a reply: the text (replies as rendered Markdown
+with highlighted code and a Copy link per code block), buttons to copy, edit and resend
+(user) or regenerate (the last reply), and the reply's stats. `TrimCardView` stands
+where a trim replaced earlier messages: "N earlier messages summarised", expanding to
+the summary and, on demand, to the original messages, which the store keeps.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.store.records import Message, Summary
+from app.core.text.display_numbers import message_footer
+from app.core.text.markdown_html import (
+    COPY_CODE_SCHEME,
+    LIGHT_THEME,
+    MarkdownTheme,
+    clean_text,
+    document_style_sheet,
+    render_markdown,
+)
+
+ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+
+
+class RichTextView(QTextBrowser):
+    """A read-only rich text block as tall as its contents (the chat scrolls, not it)."""
+
+    code_copied = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("richText")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setOpenLinks(False)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser#richText { background: transparent; }")
+        self.document().setDocumentMargin(2)
+        self._code_blocks: tuple[str, ...] = ()
+        self.anchorClicked.connect(self._on_self_anchor_clicked)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.setFixedHeight(24)
+
+    @property
+    def code_blocks(self) -> tuple[str, ...]:
+        """The code of the rendered code blocks."""
+        return self._code_blocks
+
+    def set_markdown(self, text: str, theme: MarkdownTheme) -> None:
+        """Show ``text`` rendered as Markdown."""
+        rendered = render_markdown(text, theme)
+        self._code_blocks = rendered.code_blocks
+        self.document().setDefaultStyleSheet(document_style_sheet(theme))
+        self.setHtml(rendered.html)
+
+    def set_plain(self, text: str) -> None:
+        """Show ``text`` as typed (line breaks kept, no Markdown)."""
+        self._code_blocks = ()
+        escaped = html.escape(clean_text(text)).replace("\n", "<br/>")
+        self.setHtml(f"<p style='margin: 0px; white-space: pre-wrap;'>{escaped}</p>")
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self.height())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def wheelEvent(self, event) -> None:
+        event.ignore()  # let the chat's scroll area scroll
+
+    def _fit(self, *_args) -> None:
+        height = int(self.document().size().height()) + 2 * self.frameWidth()
+        bar = self.horizontalScrollBar()
+        if bar.isVisible():
+            height += bar.sizeHint().height()
+        if height != self.height():
+            self.setFixedHeight(max(height, 18))
+
+    def _on_self_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_CODE_SCHEME:
+            index = int(url.path() or url.toString().split(":", 1)[1])
+            if 0 <= index < len(self._code_blocks):
+                QGuiApplication.clipboard().setText(self._code_blocks[index])
+                self.code_copied.emit(index)
+            return
+        if url.scheme() in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)
+
+
+def _small_button(text: str, tooltip: str) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tooltip)
+    button.setAutoRaise(True)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    return button
+
+
+class MessageView(QFrame):
+    """A user message or a reply.
+
+    Args:
+        role: ``user`` or ``assistant``.
+        text: The content.
+        theme: Markdown colours.
+        message_id: The stored message, or None while it is being written.
+        footer: The line under it (stats, "Stopped"...).
+        read_only: No edit or regenerate buttons (e.g. inside a trim card).
+    """
+
+    edit_submitted = Signal(int, str)
+    regenerate_requested = Signal()
+
+    def __init__(
+        self,
+        role: str,
+        text: str,
+        theme: MarkdownTheme = LIGHT_THEME,
+        *,
+        message_id: int | None = None,
+        footer: str = "",
+        read_only: bool = False,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.setObjectName("message")
+        self.setProperty("role", role)
+        self.role = role
+        self.message_id = message_id
+        self.text = text
+        self._theme = theme
+        self._actions_enabled = True
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 6, 12, 8)
+        layout.setSpacing(2)
+        header = QHBoxLayout()
+        header.setSpacing(2)
+        self.role_label = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
+        header.addWidget(self.role_label)
+        header.addStretch(1)
+        self.copy_button = _small_button("Copy", "Copy this message")
+        self.copy_button.clicked.connect(self._on_copy_button_clicked)
+        header.addWidget(self.copy_button)
+        self.edit_button = _small_button("Edit", "Edit this message and send it again")
+        self.edit_button.clicked.connect(self._on_edit_button_clicked)
+        self.edit_button.setVisible(role == "user" and not read_only)
+        header.addWidget(self.edit_button)
+        self.regenerate_button = _small_button("Regenerate", "Write this reply again")
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
+        self.regenerate_button.hide()
+        header.addWidget(self.regenerate_button)
+        layout.addLayout(header)
+
+        self.body = RichTextView(self)
+        layout.addWidget(self.body)
+
+        self.editor = QPlainTextEdit(self)
+        self.editor.setObjectName("messageEditor")
+        self.editor.hide()
+        layout.addWidget(self.editor)
+        edit_buttons = QHBoxLayout()
+        edit_buttons.addStretch(1)
+        self.cancel_edit_button = QPushButton("Cancel")
+        self.cancel_edit_button.clicked.connect(self._on_cancel_edit_button_clicked)
+        self.send_edit_button = QPushButton("Save and send")
+        self.send_edit_button.setDefault(True)
+        self.send_edit_button.clicked.connect(self._on_send_edit_button_clicked)
+        edit_buttons.addWidget(self.cancel_edit_button)
+        edit_buttons.addWidget(self.send_edit_button)
+        self._edit_row = QWidget(self)
+        self._edit_row.setLayout(edit_buttons)
+        self._edit_row.hide()
+        layout.addWidget(self._edit_row)
+
+        self.footer_label = QLabel()
+        self.footer_label.setObjectName("messageFooter")
+        self.footer_label.setWordWrap(True)
+        self.footer_label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+        )
+        layout.addWidget(self.footer_label)
+        self.set_footer(footer)
+        self._render()
+
+    @classmethod
+    def from_message(
+        cls, message: Message, theme: MarkdownTheme, *, read_only: bool = False
+    ) -> MessageView:
+        """A view of a stored message."""
+        return cls(
+            message.role,
+            message.content,
+            theme,
+            message_id=message.id,
+            footer=message_footer(message),
+            read_only=read_only,
+        )
+
+    def adopt(self, message: Message) -> None:
+        """Become the view of a stored message (a live turn that was just saved).
+
+        Re-rendering a long reply only to show the same text costs tens of
+        milliseconds of UI time at the end of every turn; taking over the live view
+        avoids it.
+        """
+        self.message_id = message.id
+        self.setProperty("live", False)
+        self.edit_button.setVisible(self.role == "user")
+        if message.content != self.text:
+            self.set_text(message.content)
+        self.set_footer(message_footer(message))
+
+    def set_text(self, text: str) -> None:
+        """Replace the text (a streaming reply grows through this)."""
+        self.text = text
+        self._render()
+
+    def set_theme(self, theme: MarkdownTheme) -> None:
+        """Re-render with other colours."""
+        self._theme = theme
+        self._render()
+
+    def set_footer(self, text: str) -> None:
+        """Set the line under the message (hidden when empty)."""
+        self.footer_label.setText(text)
+        self.footer_label.setVisible(bool(text))
+
+    def set_regenerate_visible(self, visible: bool) -> None:
+        """Offer to regenerate (only the last reply has it)."""
+        self.regenerate_button.setVisible(visible)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        """Allow or forbid edit and regenerate (forbidden while a reply streams)."""
+        self._actions_enabled = enabled
+        self.edit_button.setEnabled(enabled)
+        self.regenerate_button.setEnabled(enabled)
+        self.send_edit_button.setEnabled(enabled)
+
+    def start_editing(self) -> None:
+        """Replace the text by an editor holding it."""
+        self.editor.setPlainText(self.text)
+        self.body.hide()
+        self.editor.show()
+        self._edit_row.show()
+        self.editor.setFocus()
+
+    def _render(self) -> None:
+        if self.role == "assistant":
+            self.body.set_markdown(self.text, self._theme)
+        else:
+            self.body.set_plain(self.text)
+
+    def _on_copy_button_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.text)
+
+    def _on_edit_button_clicked(self) -> None:
+        self.start_editing()
+
+    def _on_cancel_edit_button_clicked(self) -> None:
+        self.editor.hide()
+        self._edit_row.hide()
+        self.body.show()
+
+    def _on_send_edit_button_clicked(self) -> None:
+        text = self.editor.toPlainText().strip()
+        if not text or self.message_id is None or not self._actions_enabled:
+            return
+        self._on_cancel_edit_button_clicked()
+        self.edit_submitted.emit(self.message_id, text)
+
+
+class TrimCardView(QFrame):
+    """Stands for messages a summary replaced: expands to the summary and the originals.
+
+    Args:
+        summary: The active summary.
+        messages: The messages it covers, in order.
+        theme: Markdown colours.
+    """
+
+    def __init__(
+        self,
+        summary: Summary,
+        messages: list[Message],
+        theme: MarkdownTheme = LIGHT_THEME,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.setObjectName("trimCard")
+        self.summary = summary
+        self.messages = messages
+        self._theme = theme
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        header = QHBoxLayout()
+        count = len(messages)
+        noun = "message" if count == 1 else "messages"
+        method = "by the model" if summary.method == "model" else "extractively"
+        self.title_label = QLabel(
+            f"<b>{count} earlier {noun} summarised</b> "
+            f"<span style='color: gray'>({method}, to keep the context within its limit)</span>"
+        )
+        self.title_label.setWordWrap(True)
+        header.addWidget(self.title_label, 1)
+        self.summary_button = QPushButton("Show summary")
+        self.summary_button.setCheckable(True)
+        self.summary_button.toggled.connect(self._on_summary_button_toggled)
+        header.addWidget(self.summary_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(header)
+
+        self.summary_view = RichTextView(self)
+        self.summary_view.hide()
+        layout.addWidget(self.summary_view)
+        self.originals_button = QPushButton(f"Show the {count} original {noun}")
+        self.originals_button.setCheckable(True)
+        self.originals_button.toggled.connect(self._on_originals_button_toggled)
+        self.originals_button.hide()
+        layout.addWidget(self.originals_button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.originals = QWidget(self)
+        self.originals.setObjectName("trimOriginals")
+        self._originals_layout = QVBoxLayout(self.originals)
+        self._originals_layout.setContentsMargins(0, 4, 0, 0)
+        self.originals.hide()
+        layout.addWidget(self.originals)
+        self.original_views: list[MessageView] = []
+
+    @property
+    def message_ids(self) -> list[int]:
+        """Ids of the covered messages."""
+        return [m.id for m in self.messages]
+
+    def expand_summary(self, expanded: bool = True) -> None:
+        """Show or hide the summary."""
+        self.summary_button.setChecked(expanded)
+
+    def expand_originals(self, expanded: bool = True) -> None:
+        """Show or hide the original messages (showing the summary too)."""
+        if expanded:
+            self.expand_summary(True)
+        self.originals_button.setChecked(expanded)
+
+    def original_view(self, message_id: int) -> MessageView | None:
+        """The view of a covered message, once the originals are shown."""
+        return next(
+            (v for v in self.original_views if v.message_id == message_id), None
+        )
+
+    def _on_summary_button_toggled(self, checked: bool) -> None:
+        if checked and not self.summary_view.toPlainText():
+            self.summary_view.set_markdown(self.summary.content, self._theme)
+        self.summary_view.setVisible(checked)
+        self.originals_button.setVisible(checked)
+        self.summary_button.setText("Hide summary" if checked else "Show summary")
+        if not checked:
+            self.originals_button.setChecked(False)
+
+    def _on_originals_button_toggled(self, checked: bool) -> None:
+        if checked and not self.original_views:
+            for message in self.messages:
+                view = MessageView.from_message(message, self._theme, read_only=True)
+                view.setProperty("trimmed", True)
+                self._originals_layout.addWidget(view)
+                self.original_views.append(view)
+        self.originals.setVisible(checked)
+        count = len(self.messages)
+        noun = "message" if count == 1 else "messages"
+        self.originals_button.setText(
+            f"Hide the original {noun}"
+            if checked
+            else f"Show the {count} original {noun}"
+        )

@@ -1,0 +1,244 @@
+"""Measure how responsive the real window stays: while a reply streams, and at start.
+
+Two numbers for the benchmark:
+
+* `measure_streaming_lateness` runs the real main window on a model and, while replies
+  stream, lets a 10 ms QTimer tick on the UI thread; how late each tick fires is how
+  long the UI thread was busy (rendering Markdown, relayout, signal traffic). p50 and
+  p99 of that lateness is what a user feels as lag.
+* `measure_cold_start` starts ``python -m app`` (the real entry point) in a subprocess
+  with ``SWAPLESS_FIRST_PAINT_PROBE=1`` and returns the time from spawning it to the
+  window's first paint event.
+
+Both use a throw-away ``SWAPLESS_HOME``, so they never touch the user's conversations.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TIMER_INTERVAL_MS = 10
+LOAD_TIMEOUT_S = 300
+COLD_START_TIMEOUT_S = 60
+
+
+def _percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def measure_streaming_lateness(
+    model_dir: str | Path, seconds: float = 10.0, interval_ms: int = TIMER_INTERVAL_MS
+) -> dict:
+    """Stream replies in the real window for ``seconds`` and time a UI-thread timer.
+
+    Args:
+        model_dir: The model folder to load.
+        seconds: How long to measure while replies stream (new replies are started
+            until then).
+        interval_ms: The timer's interval.
+
+    Returns:
+        ``p50_ms``, ``p99_ms``, ``max_ms`` (lateness of the timer while streaming),
+        ``samples``, ``tokens`` and ``tokens_per_s`` (shown in the window),
+        ``replies``, ``seconds`` and ``interval_ms``.
+
+    Raises:
+        RuntimeError: The model did not load or a reply failed.
+    """
+    from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    previous_home = os.environ.get("SWAPLESS_HOME")
+    with tempfile.TemporaryDirectory(prefix="swapless-lateness-") as home:
+        os.environ["SWAPLESS_HOME"] = home
+        if QApplication.instance() is None and not _has_display():
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        # Kept referenced for the whole measurement: the application must outlive it.
+        app = QApplication.instance() or QApplication(["swapless-lateness"])
+        from app.core.presets import get_preset
+        from app.core.settings import AppSettings
+        from app.core.store import Store
+        from app.ui.garbage_collector import MainThreadGarbageCollector
+        from app.ui.main_window import MainWindow, dispose_window
+
+        collector = MainThreadGarbageCollector()
+
+        store = Store.open(Path(home) / "lateness.db")
+        window = MainWindow(
+            store, AppSettings(), restore_state=False, load_last_model=False
+        )
+        try:
+            window.resize(1200, 800)
+            window.show()
+            _wait_for(
+                window.model_loaded,
+                window.model_load_failed,
+                LOAD_TIMEOUT_S,
+                lambda: window.load_model(str(model_dir)),
+            )
+            window.set_preset(
+                get_preset("chat").with_changes(
+                    max_tokens=1024, max_context=16384, summary_mode="extractive"
+                )
+            )
+            state = {"streaming": False, "tokens": 0, "replies": 0, "failed": None}
+            lateness: list[float] = []
+            clock = QElapsedTimer()
+            clock.start()
+            last_tick = [clock.nsecsElapsed()]
+
+            def on_tick() -> None:
+                now = clock.nsecsElapsed()
+                if state["streaming"]:
+                    lateness.append(max(0.0, (now - last_tick[0]) / 1e6 - interval_ms))
+                last_tick[0] = now
+
+            def on_chunk(_cid: int, _text: str) -> None:
+                state["streaming"] = True
+                state["tokens"] += 1
+
+            def on_finished(_cid: int, _report) -> None:
+                state["streaming"] = False
+                state["replies"] += 1
+                if time.monotonic() < deadline:
+                    QTimer.singleShot(0, lambda: window.send_message(prompt()))
+
+            def on_failed(_cid: int, error) -> None:
+                state["streaming"] = False
+                state["failed"] = error.message
+
+            def prompt() -> str:
+                return f"Reply {state['replies'] + 1}: write a long answer with a list and code."
+
+            window.reply_chunk_received.connect(on_chunk)
+            window.reply_finished.connect(on_finished)
+            window.reply_failed.connect(on_failed)
+            timer = QTimer()
+            timer.setTimerType(Qt.TimerType.PreciseTimer)
+            timer.setInterval(interval_ms)
+            timer.timeout.connect(on_tick)
+            timer.start()
+            started = time.monotonic()
+            deadline = started + seconds
+            window.send_message(prompt())
+            loop = QEventLoop()
+            QTimer.singleShot(int(seconds * 1000), loop.quit)
+            loop.exec()
+            timer.stop()
+            elapsed = time.monotonic() - started
+            if window.busy:
+                _wait_for(
+                    window.reply_finished,
+                    window.reply_failed,
+                    30,
+                    window.stop_generation,
+                )
+            if state["failed"]:
+                raise RuntimeError(f"a reply failed: {state['failed']}")
+            return {
+                "p50_ms": round(statistics.median(lateness), 3) if lateness else 0.0,
+                "p99_ms": round(_percentile(lateness, 0.99), 3),
+                "max_ms": round(max(lateness), 3) if lateness else 0.0,
+                "samples": len(lateness),
+                "tokens": state["tokens"],
+                "tokens_per_s": round(state["tokens"] / elapsed, 2) if elapsed else 0.0,
+                "replies": state["replies"],
+                "seconds": round(elapsed, 3),
+                "interval_ms": interval_ms,
+            }
+        finally:
+            dispose_window(window)
+            app.processEvents()
+            collector.stop()
+            if previous_home is None:
+                os.environ.pop("SWAPLESS_HOME", None)
+            else:
+                os.environ["SWAPLESS_HOME"] = previous_home
+
+
+def _wait_for(signal, failure, timeout_s: float, start) -> tuple:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    outcome: dict = {}
+
+    def done(*args):
+        outcome.setdefault("ok", args)
+        loop.quit()
+
+    def failed(*args):
+        outcome.setdefault("failed", args)
+        loop.quit()
+
+    signal.connect(done)
+    failure.connect(failed)
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    start()
+    if not outcome:
+        loop.exec()
+    signal.disconnect(done)
+    failure.disconnect(failed)
+    if "failed" in outcome:
+        error = outcome["failed"][-1]
+        raise RuntimeError(getattr(error, "message", str(error)))
+    if "ok" not in outcome:
+        raise RuntimeError(f"timed out after {timeout_s:.0f} s")
+    return outcome["ok"]
+
+
+def _has_display() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def measure_cold_start(runs: int = 1, command: list[str] | None = None) -> float:
+    """Seconds from starting the app to its first paint (the median of ``runs``).
+
+    Args:
+        runs: How many starts to time.
+        command: The command to start (default: ``python -m app``, the real entry).
+
+    Raises:
+        RuntimeError: The app did not report a first paint.
+    """
+    from app.ui.application import FIRST_PAINT_ENV, FIRST_PAINT_MARK
+
+    command = command or [sys.executable, "-m", "app"]
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="swapless-cold-start-") as home:
+            env = dict(os.environ, SWAPLESS_HOME=home, **{FIRST_PAINT_ENV: "1"})
+            if not _has_display():
+                env.setdefault("QT_QPA_PLATFORM", "offscreen")
+            started = time.time()
+            result = subprocess.run(
+                command,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COLD_START_TIMEOUT_S,
+                check=False,
+            )
+            painted = [
+                line.split()[1]
+                for line in result.stdout.splitlines()
+                if line.startswith(FIRST_PAINT_MARK)
+            ]
+            if not painted:
+                raise RuntimeError(
+                    f"the app did not report a first paint (exit {result.returncode}): "
+                    f"{result.stderr.strip()[-500:]}"
+                )
+            times.append(float(painted[0]) - started)
+    return statistics.median(times)

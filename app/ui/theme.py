@@ -1,0 +1,122 @@
+"""Light, dark or the desktop's own look, and the colours derived from it.
+
+"system" keeps the platform's style and palette (and tells Qt to follow the desktop's
+colour scheme where it can); "light" and "dark" use Fusion with a fixed palette so they
+look the same everywhere. Widgets that draw their own colours (the memory gauge, the
+Markdown of replies) ask here instead of hard-coding them.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.core.text.markdown_html import DARK_THEME, LIGHT_THEME, MarkdownTheme
+
+_original: dict[str, object] = {}
+
+# Pressure colours: readable on both light and dark backgrounds.
+PRESSURE_COLOURS = {
+    "normal": "#2da44e",
+    "warning": "#d4a72c",
+    "critical": "#cf222e",
+}
+SEGMENT_COLOURS = {
+    "weights": "#4f7dd9",
+    "kv": "#a371f7",
+    "other": "#8c959f",
+}
+
+
+def apply_theme(app: QApplication, name: str) -> None:
+    """Switch the whole application to ``system``, ``light`` or ``dark``."""
+    if not _original:
+        _original["style"] = app.style().name()
+        _original["palette"] = QPalette(app.palette())
+    hints = app.styleHints()
+    if name == "system":
+        app.setStyle(str(_original["style"]))
+        app.setPalette(_original["palette"])
+        hints.setColorScheme(Qt.ColorScheme.Unknown)
+        return
+    app.setStyle("Fusion")
+    hints.setColorScheme(
+        Qt.ColorScheme.Dark if name == "dark" else Qt.ColorScheme.Light
+    )
+    app.setPalette(_dark_palette() if name == "dark" else _light_palette())
+
+
+def is_dark(palette: QPalette) -> bool:
+    """True when the window background is dark."""
+    return palette.color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def markdown_theme(palette: QPalette) -> MarkdownTheme:
+    """Markdown colours that suit ``palette``."""
+    return DARK_THEME if is_dark(palette) else LIGHT_THEME
+
+
+def _palette(colours: dict[QPalette.ColorRole, str], disabled_text: str) -> QPalette:
+    palette = QPalette()
+    for role, colour in colours.items():
+        palette.setColor(role, QColor(colour))
+    for role in (
+        QPalette.ColorRole.Text,
+        QPalette.ColorRole.WindowText,
+        QPalette.ColorRole.ButtonText,
+    ):
+        palette.setColor(QPalette.ColorGroup.Disabled, role, QColor(disabled_text))
+    return palette
+
+
+def _dark_palette() -> QPalette:
+    role = QPalette.ColorRole
+    return _palette(
+        {
+            role.Window: "#1f2328",
+            role.WindowText: "#e6edf3",
+            role.Base: "#0d1117",
+            role.AlternateBase: "#1c2128",
+            role.ToolTipBase: "#2d333b",
+            role.ToolTipText: "#e6edf3",
+            role.PlaceholderText: "#7d8590",
+            role.Text: "#e6edf3",
+            role.Button: "#2d333b",
+            role.ButtonText: "#e6edf3",
+            role.BrightText: "#ffffff",
+            role.Highlight: "#1f6feb",
+            role.HighlightedText: "#ffffff",
+            role.Link: "#4493f8",
+            role.Mid: "#3d444d",
+            role.Dark: "#161b22",
+            role.Light: "#3d444d",
+        },
+        disabled_text="#6e7681",
+    )
+
+
+def _light_palette() -> QPalette:
+    role = QPalette.ColorRole
+    return _palette(
+        {
+            role.Window: "#f6f8fa",
+            role.WindowText: "#1f2328",
+            role.Base: "#ffffff",
+            role.AlternateBase: "#eef2f6",
+            role.ToolTipBase: "#ffffff",
+            role.ToolTipText: "#1f2328",
+            role.PlaceholderText: "#818b98",
+            role.Text: "#1f2328",
+            role.Button: "#f0f3f6",
+            role.ButtonText: "#1f2328",
+            role.BrightText: "#000000",
+            role.Highlight: "#0969da",
+            role.HighlightedText: "#ffffff",
+            role.Link: "#0969da",
+            role.Mid: "#d1d9e0",
+            role.Dark: "#afb8c1",
+            role.Light: "#ffffff",
+        },
+        disabled_text="#8c959f",
+    )

@@ -1,0 +1,76 @@
+"""The first-start panel, shown while no model is loaded and no conversation is open.
+
+It explains what Swapless does in two sentences and offers the two ways to start: the
+model manager (a real model) and the demo model, whose replies are noise, said plainly.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+DEMO_EXPLANATION = (
+    "The demo model is tiny and has random weights: it is built on this machine in a "
+    "few seconds and lets you see streaming, the memory gauge and trimming work, but "
+    "its replies are noise. For real answers, open the model manager and download an "
+    "MLX model (e.g. mlx-community/Qwen2.5-0.5B-Instruct-4bit) or add a folder with "
+    "one."
+)
+
+
+class WelcomeView(QWidget):
+    """Welcome text with "Open the model manager" and "Try the demo model"."""
+
+    models_requested = Signal()
+    demo_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("welcome")
+        outer = QVBoxLayout(self)
+        outer.addStretch(1)
+        column = QVBoxLayout()
+        column.setSpacing(14)
+        title = QLabel("<h1>Welcome to Swapless</h1>")
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        column.addWidget(title)
+        intro = QLabel(
+            "Chat with local MLX models without the machine ever swapping: Swapless "
+            "sizes the KV cache to the memory you have, summarises old turns before the "
+            "context outgrows it, and shows where every byte goes."
+        )
+        intro.setWordWrap(True)
+        intro.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        column.addWidget(intro)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.models_button = QPushButton("Open the model manager")
+        self.models_button.setDefault(True)
+        self.models_button.clicked.connect(self.models_requested)
+        buttons.addWidget(self.models_button)
+        self.demo_button = QPushButton("Try the demo model")
+        self.demo_button.clicked.connect(self.demo_requested)
+        buttons.addWidget(self.demo_button)
+        buttons.addStretch(1)
+        column.addLayout(buttons)
+        demo = QLabel(DEMO_EXPLANATION)
+        demo.setObjectName("demoExplanation")
+        demo.setWordWrap(True)
+        demo.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        demo.setStyleSheet("color: palette(placeholder-text);")
+        column.addWidget(demo)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        holder = QWidget()
+        holder.setLayout(column)
+        holder.setMaximumWidth(560)
+        row.addWidget(holder, 3)
+        row.addStretch(1)
+        outer.addLayout(row)
+        outer.addStretch(2)
+
+    def set_loading(self, loading: bool, text: str = "") -> None:
+        """Disable the buttons while a model loads."""
+        self.models_button.setEnabled(not loading)
+        self.demo_button.setEnabled(not loading)
+        self.demo_button.setText(text or "Try the demo model")

@@ -1,0 +1,39 @@
+"""Entry points: a cheap import, the smoke test, and the responsiveness measurements."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from app.ui.responsiveness import measure_cold_start, measure_streaming_lateness
+from app.ui.smoke_test import run_smoke_test
+
+
+def test_importing_the_application_is_cheap():
+    code = (
+        "import sys, app.ui.application as a; "
+        "heavy = [m for m in ('mlx', 'mlx_lm', 'PySide6', 'sqlite_utils') if m in sys.modules]; "
+        "print(heavy); assert callable(a.run_app)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_smoke_test_passes(qapp, capsys):
+    assert run_smoke_test() == 0
+    out = capsys.readouterr().out
+    assert "reply streamed in" in out and "smoke test passed" in out
+
+
+def test_streaming_lateness_is_measured_in_the_real_window(qapp, tiny_model_dir):
+    result = measure_streaming_lateness(tiny_model_dir, seconds=1.5)
+    assert result["samples"] > 20 and result["tokens"] > 0
+    assert 0 <= result["p50_ms"] <= result["p99_ms"] <= result["max_ms"]
+    assert result["replies"] >= 1
+
+
+def test_cold_start_to_first_paint():
+    seconds = measure_cold_start()
+    assert 0 < seconds < 10

@@ -1,0 +1,188 @@
+"""Models in the window: welcome, loading, a broken folder, the model manager, downloads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+from app.core.settings import AppSettings
+from app.ui.main_window import NO_MODEL_REASON
+from app.ui.model_manager_dialog import ModelManagerDialog
+
+
+def _error_boxes(window) -> list[QMessageBox]:
+    return [
+        b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"
+    ]
+
+
+def test_first_start_shows_the_welcome_panel_and_a_disabled_composer(
+    qtbot, make_window
+):
+    window = make_window()
+    assert window.main_stack.currentWidget() is window.welcome_view
+    assert not window.composer.button.isEnabled()
+    assert not window.composer.edit.isEnabled()
+    assert window.composer.reason_label.text() == NO_MODEL_REASON
+    assert (
+        "noise"
+        in window.welcome_view.findChild(
+            type(window.composer.reason_label), "demoExplanation"
+        ).text()
+    )
+    assert window.model_combo.currentText() == "No model loaded"
+    window.send_message("ignored without a model")
+    assert not window.busy
+
+
+def test_loading_a_model_enables_the_chat(qtbot, make_window, tiny_model_dir, store):
+    window = make_window()
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        window.load_model(str(tiny_model_dir))
+    assert window.main_stack.currentWidget() is window.chat_view
+    assert window.composer.button.isEnabled() and window.composer.edit.isEnabled()
+    # The tiny model has random weights: the window says its replies are noise.
+    assert window.banners.banner("demo") is not None
+    assert window.memory_gauge.weights_bytes == window.model_info.weights_bytes
+    from app.core.settings import load_settings
+
+    assert load_settings().last_model == str(tiny_model_dir)
+
+
+def test_a_broken_model_folder_shows_an_error_not_a_crash(
+    qtbot, window, tmp_path, tiny_model_dir, send
+):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{ this is not json")
+    with qtbot.waitSignal(window.model_load_failed, timeout=30_000) as blocker:
+        window.load_model(str(broken))
+    error = blocker.args[0]
+    assert error.known and str(broken) in error.message
+    boxes = _error_boxes(window)
+    assert boxes and boxes[-1].isVisible()
+    assert "config.json" in boxes[-1].text()
+    boxes[-1].accept()
+    # The window goes on: load the good model again and chat.
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        window.load_model(str(tiny_model_dir))
+    _, report = send(window, "still alive?")
+    assert report.generated_tokens > 0
+
+
+def test_a_folder_with_unknown_architecture_is_refused_in_words(
+    qtbot, window, tmp_path, tiny_model_dir
+):
+    odd = tmp_path / "odd-model"
+    shutil.copytree(tiny_model_dir, odd)
+    config = json.loads((odd / "config.json").read_text())
+    config["model_type"] = "no-such-architecture"
+    (odd / "config.json").write_text(json.dumps(config))
+    with qtbot.waitSignal(window.model_load_failed, timeout=30_000) as blocker:
+        window.load_model(str(odd))
+    assert blocker.args[0].known
+    assert _error_boxes(window)[-1].isVisible()
+
+
+def _fake_hub_layout(home, tiny_model_dir):
+    """An HF cache and an LM Studio folder holding copies of the tiny model."""
+    snapshot = home / "hf" / "hub" / "models--acme--tiny-chat" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    for file in tiny_model_dir.iterdir():
+        (snapshot / file.name).symlink_to(file)
+    refs = snapshot.parents[1] / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("abc123")
+    studio = home / "user" / ".lmstudio" / "models" / "acme" / "studio-tiny"
+    shutil.copytree(tiny_model_dir, studio)
+    return snapshot, studio
+
+
+def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
+    qtbot, make_window, tiny_model_dir, tmp_path, monkeypatch
+):
+    snapshot, studio = _fake_hub_layout(tmp_path, tiny_model_dir)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    window = make_window()
+    qtbot.waitUntil(lambda: len(window._models) == 2, timeout=15_000)
+    labels = [window.model_combo.itemText(i) for i in range(window.model_combo.count())]
+    assert any("acme/tiny-chat" in label for label in labels)
+    assert any("acme/studio-tiny" in label for label in labels)
+
+    window.open_model_manager()
+    dialog = window.findChild(ModelManagerDialog)
+    assert dialog.isVisible() and dialog.table.rowCount() == 2
+    names = [dialog.table.item(r, 0).text() for r in range(2)]
+    assert names == ["acme/tiny-chat", "acme/studio-tiny"]
+    qtbot.waitUntil(lambda: dialog.verdict(snapshot) is not None, timeout=10_000)
+    verdict = dialog.verdict(snapshot)
+    assert verdict.fits and set(verdict.max_safe_context) == {"16", "8", "4"}
+    assert dialog.table.item(0, 3).text().startswith("Fits. Max safe context: 16-bit")
+    dialog.select_path(snapshot)
+    assert "max safe context" in dialog.details.toPlainText()
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000) as blocker:
+        qtbot.mouseClick(dialog.load_button, Qt.MouseButton.LeftButton)
+    assert blocker.args[0].folder == str(snapshot)
+    assert not dialog.isVisible()
+    assert window.model_combo.currentData() == str(snapshot)
+
+
+def test_added_folders_are_searched_and_saved(
+    qtbot, make_window, tiny_model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    mine = tmp_path / "my-models"
+    shutil.copytree(tiny_model_dir, mine / "tiny-copy")
+    window = make_window()
+    window.open_model_manager()
+    dialog = window.findChild(ModelManagerDialog)
+    dialog.add_folder(str(mine))
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
+    assert dialog.table.item(0, 1).text() == "Added folder"
+    from app.core.settings import load_settings
+
+    assert load_settings().model_folders == (str(mine),)
+    dialog.table.selectRow(0)
+    assert dialog.remove_folder_button.isEnabled()
+    qtbot.mouseClick(dialog.remove_folder_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 0, timeout=15_000)
+    assert load_settings().model_folders == ()
+
+
+def test_a_download_without_internet_says_so(qtbot, make_window):
+    window = make_window()
+    window.open_model_manager()
+    dialog = window.findChild(ModelManagerDialog)
+    dialog.hub_endpoint = "http://127.0.0.1:9"  # nothing listens there: offline
+    dialog.repo_edit.setText("mlx-community/Qwen2.5-0.5B-Instruct-4bit")
+    with qtbot.waitSignal(dialog.download_failed, timeout=30_000) as blocker:
+        qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    message = blocker.args[0]
+    assert "Cannot reach the Hugging Face hub" in message
+    assert dialog.download_status.text() == message
+    assert dialog.download_button.isEnabled() and not dialog.cancel_button.isEnabled()
+    assert not dialog.downloading
+
+
+def test_a_malformed_repo_id_is_explained(qtbot, make_window):
+    window = make_window()
+    window.open_model_manager()
+    dialog = window.findChild(ModelManagerDialog)
+    with qtbot.waitSignal(dialog.download_failed, timeout=2000) as blocker:
+        dialog.start_download("not a repo id")
+    assert "org/name" in blocker.args[0]
+
+
+def test_the_demo_model_from_the_welcome_panel(qtbot, make_window):
+    window = make_window(AppSettings())
+    with qtbot.waitSignal(window.model_loaded, timeout=120_000) as blocker:
+        qtbot.mouseClick(window.welcome_view.demo_button, Qt.MouseButton.LeftButton)
+    info = blocker.args[0]
+    assert info.random_weights
+    assert window.model_combo.currentData() == "demo"
+    assert "noise" in window.banners.banner("demo").label.text()
