@@ -29,6 +29,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser of every subcommand."""
     from app.cli import (
+        bench_command,
         chat_command,
         doctor_command,
         make_model_command,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         presets_command,
         doctor_command,
         make_model_command,
+        bench_command,
     ):
         module.register(subcommands)
     return parser

@@ -1,0 +1,64 @@
+"""The measurements, in the order a run performs them.
+
+Each entry names a module with ``NAME``, ``TITLE``, ``available(ctx) -> str | None``
+(None when it can run, else why not) and ``run(ctx) -> PartResult``. A measurement whose
+feature is still missing from the build stays listed and reports itself skipped, so a
+later build only has to fill the module in.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MEASUREMENTS: tuple[str, ...] = (
+    "engine_overhead",
+    "kv_bytes",
+    "turn_reuse",
+    "splice",
+    "long_conversation",
+    "long_document",
+    "prefix_cache",
+    "context_speed",
+    "ui",
+)
+
+_MODULES = {
+    "engine_overhead": "app.bench.engine_overhead",
+    "kv_bytes": "app.bench.kv_bytes",
+    "turn_reuse": "app.bench.turn_reuse",
+    "splice": "app.bench.splice",
+    "long_conversation": "app.bench.long_conversation",
+    "long_document": "app.bench.long_document",
+    "prefix_cache": "app.bench.prefix_cache",
+    "context_speed": "app.bench.context_speed",
+    "ui": "app.bench.ui_responsiveness",
+}
+
+
+def select(only: str | list[str] | None) -> list[str]:
+    """Return the measurement names to run, in run order.
+
+    Args:
+        only: None for all, or names (a list or one comma-separated string).
+
+    Raises:
+        ValueError: Naming an unknown measurement and the known ones.
+    """
+    if only is None:
+        return list(MEASUREMENTS)
+    names = only.split(",") if isinstance(only, str) else list(only)
+    wanted = {n.strip() for n in names if n.strip()}
+    unknown = sorted(wanted - set(MEASUREMENTS))
+    if unknown:
+        raise ValueError(
+            f"unknown measurement {unknown[0]!r}; choose from {', '.join(MEASUREMENTS)}"
+        )
+    if not wanted:
+        raise ValueError(f"--only needs at least one of {', '.join(MEASUREMENTS)}")
+    return [name for name in MEASUREMENTS if name in wanted]
+
+
+def module(name: str) -> ModuleType:
+    """Import and return the module of a measurement."""
+    return importlib.import_module(_MODULES[name])

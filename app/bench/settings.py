@@ -1,0 +1,158 @@
+"""Sizes of every measurement for a full and a ``--quick`` run, and the targets.
+
+The sizes were picked from measured part runtimes on the reference machine (2 cores,
+no GPU) so that a full run takes under 15 minutes and a quick one under 3; each part's
+elapsed time is in results.json to re-check that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+DEFAULT_SHAPE = "small"
+"""The model built when no ``--model`` is given (see `model_builder.SHAPES`)."""
+DEFAULT_MODEL_FOLDER = "bench-small"
+"""Its folder under ``SWAPLESS_HOME/models``."""
+KV_BITS = (16, 8, 4)
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Sizes of one run.
+
+    Attributes:
+        quick: True for ``--quick``.
+        overhead_pairs: Interleaved engine/mlx-lm pairs.
+        overhead_prompt_tokens: Prompt of each overhead run.
+        overhead_decode_tokens: Tokens generated per overhead run.
+        overhead_kv_bits: KV precision of the overhead comparison.
+        kv_token_counts: Context lengths of the KV bytes check (one a multiple of 256,
+            one not).
+        kv_growth_tokens: Prompt of the "after a turn" KV bytes case; a reply and a
+            second prompt extend it.
+        reuse_contexts: Second-turn prompt lengths of the turn reuse check.
+        reuse_pairs: Interleaved kept/re-prefill pairs per context.
+        splice_kept_tokens: Tokens of kept history after the trimmed span.
+        splice_dropped_tokens: Tokens of history the trim drops.
+        splice_pairs: Interleaved splice/rebuild pairs.
+        splice_kl_steps: Greedy steps compared after splice and after rebuild.
+        conversation_turns: Scripted turns of the long conversation.
+        conversation_max_tokens: Reply length of each turn.
+        conversation_max_context: The "auto-trim on" limit.
+        speed_contexts: Context lengths of the decode speed check.
+        speed_reps: Repetitions per context and precision.
+        speed_decode_tokens: Tokens generated per speed run.
+        prefix_tokens: Length of the shared prefix of the prefix cache check.
+        prefix_pairs: Interleaved cold/memory/disk triples.
+        longdoc_tokens: Length of the generated long document.
+        longdoc_segment_tokens: Segment length when it is read in segments.
+        ui_seconds: Streaming time of the UI lateness check.
+    """
+
+    quick: bool = False
+    overhead_pairs: int = 24
+    overhead_prompt_tokens: int = 256
+    overhead_decode_tokens: int = 48
+    overhead_kv_bits: int = 16
+    kv_token_counts: tuple[int, ...] = (1024, 1300)
+    kv_growth_tokens: int = 1000
+    reuse_contexts: tuple[int, ...] = (1024, 2048)
+    reuse_pairs: int = 3
+    splice_kept_tokens: int = 2048
+    splice_dropped_tokens: int = 1024
+    splice_pairs: int = 3
+    splice_kl_steps: int = 64
+    conversation_turns: int = 60
+    conversation_max_tokens: int = 24
+    conversation_max_context: int = 1024
+    speed_contexts: tuple[int, ...] = (1024, 2048, 4096)
+    speed_reps: int = 3
+    speed_decode_tokens: int = 64
+    prefix_tokens: int = 2048
+    prefix_pairs: int = 3
+    longdoc_tokens: int = 6144
+    longdoc_segment_tokens: int = 1024
+    ui_seconds: float = 10.0
+
+    def to_dict(self) -> dict:
+        """Return the settings as JSON-ready values."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+        }
+
+    def with_changes(self, **changes) -> BenchSettings:
+        """Return a copy with some sizes changed (tests shrink them)."""
+        unknown = sorted(set(changes) - set(asdict(self)))
+        if unknown:
+            raise ValueError(
+                f"unknown bench setting {unknown[0]!r}; allowed: "
+                f"{', '.join(asdict(self))}"
+            )
+        return replace(self, **changes)
+
+
+FULL = BenchSettings()
+QUICK = BenchSettings(
+    quick=True,
+    overhead_pairs=6,
+    overhead_decode_tokens=32,
+    kv_token_counts=(256, 300),
+    kv_growth_tokens=200,
+    reuse_pairs=2,
+    splice_dropped_tokens=128,
+    splice_pairs=2,
+    splice_kl_steps=32,
+    conversation_turns=12,
+    conversation_max_tokens=12,
+    conversation_max_context=512,
+    speed_contexts=(1024, 2048),
+    speed_reps=2,
+    speed_decode_tokens=24,
+    prefix_tokens=2048,
+    prefix_pairs=2,
+    longdoc_tokens=1536,
+    longdoc_segment_tokens=512,
+    ui_seconds=5.0,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a ratio should be.
+
+    Attributes:
+        kind: ``at_least``, ``at_most`` or ``within``.
+        value: The bound (or the centre for ``within``).
+        tolerance: Half-width for ``within``.
+    """
+
+    kind: str
+    value: float
+    tolerance: float = 0.0
+
+    def holds(self, ratio: float) -> bool:
+        """Return True when ``ratio`` meets the target."""
+        if self.kind == "at_least":
+            return ratio >= self.value
+        if self.kind == "at_most":
+            return ratio <= self.value
+        if self.kind == "within":
+            # Rounded so that 1.02 passes "1.00 ± 0.02" despite float noise.
+            return round(abs(ratio - self.value), 9) <= self.tolerance
+        raise ValueError(f"unknown target kind {self.kind!r}")
+
+    def text(self) -> str:
+        """Return the target as written in the table (e.g. ``≥ 0.95``)."""
+        if self.kind == "at_least":
+            return f"≥ {self.value:g}"
+        if self.kind == "at_most":
+            return f"≤ {self.value:g}"
+        return f"{self.value:.2f} ± {self.tolerance:.2f}"
+
+
+TARGETS: dict[str, Target] = {
+    "engine_vs_mlx_lm": Target("at_least", 0.95),
+    "kv_bytes_measured_vs_predicted": Target("within", 1.0, 0.02),
+    "turn_reuse_vs_reprefill": Target("at_most", 0.2),
+    "splice_vs_rebuild": Target("at_most", 0.15),
+}
