@@ -27,6 +27,7 @@ from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
 from app.core.chat.model_messages import build_messages, summary_style
 from app.core.presets import get_preset
+from app.core.token_ids import common_prefix_length
 from app.core.trim.extractive import extractive_summary
 
 NAME = "splice"
@@ -68,15 +69,6 @@ def _message_overhead(ctx: BenchContext) -> int:
     return len(two) - len(one) - engine.count_tokens("x")
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _scenario(ctx: BenchContext) -> dict:
     """Token ids of the untrimmed and trimmed conversation, as the Trimmer computes them."""
     s = ctx.settings
@@ -97,7 +89,7 @@ def _scenario(ctx: BenchContext) -> dict:
     head_ids = engine.render(new_messages[:head_count], False)
     new_ids = engine.render(new_messages, False)
     drop_until = len(old_head)
-    keep = min(_common_prefix(old_ids, head_ids), drop_until)
+    keep = min(common_prefix_length(old_ids, head_ids), drop_until)
     asked = [*new_messages, {"role": "user", "content": NEXT_QUESTION}]
     probe = engine.render(asked, True)
     if probe[: len(new_ids)] != new_ids or old_ids[:drop_until] != old_head:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from app.core.chat.model_messages import build_messages
 from app.core.engine.events import GenerationEvent
 from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.token_ids import common_prefix_length
 from app.core.trim.extractive import HEADER, extractive_summary
 
 SUMMARY_REQUEST = (
@@ -55,16 +56,6 @@ class TrimOutcome:
     def total_ms(self) -> float:
         """Summary plus cache time."""
         return self.summary_ms + self.cache_ms
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the shared start of two id lists."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class Trimmer:
@@ -150,7 +141,7 @@ class Trimmer:
             old_head = self.engine.render(
                 old_messages[:first_kept_index], add_generation_prompt=False
             )
-            keep = common_prefix(cached, head_ids)
+            keep = common_prefix_length(cached, head_ids)
             drop_until = len(old_head)
             if cached[:drop_until] != old_head or drop_until > len(cached):
                 note = "the cache did not line up with the stored messages; rebuilt instead"

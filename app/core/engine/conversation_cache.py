@@ -17,6 +17,7 @@ from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 from app.core.engine.shifted_cache import shifted, spliceable, stored_length
 from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings
+from app.core.token_ids import common_prefix_length
 
 # mlx-lm's KV caches allocate in steps of this many tokens.
 ALLOCATION_STEP = 256
@@ -24,15 +25,6 @@ ALLOCATION_STEP = 256
 
 class SpliceUnsupported(Exception):
     """A cache that cannot be spliced; the caller rebuilds instead."""
-
-
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    """Return how many leading ids two token lists share."""
-    limit = min(len(a), len(b))
-    for index in range(limit):
-        if a[index] != b[index]:
-            return index
-    return limit
 
 
 class ConversationCache:

@@ -14,6 +14,7 @@ from app.core.engine.events import GenerationEvent
 from app.core.engine.loader import load_model_folder
 from app.core.errors import KnownError, ModelLoadError
 from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.token_ids import common_prefix_length
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=12)
 SYSTEM = {
@@ -72,7 +73,7 @@ def test_reused_prefix_gives_the_same_logits_as_a_full_prefill(loaded, bits):
             {"role": "user", "content": "And a tuple?"},
         ],
     )
-    shared = common_prefix(first + said, second)
+    shared = common_prefix_length(first + said, second)
     assert len(first) <= shared < len(first) + len(said)
 
     def quantize(cache):
@@ -106,15 +107,6 @@ def test_reused_prefix_gives_the_same_logits_as_a_full_prefill(loaded, bits):
     _prefill(loaded, stale, first[-3:] + said)
     wrong = loaded.model(mx.array(second[shared:])[None], cache=stale.layers)[0, -1]
     assert mx.abs(wrong - fresh_logits).max().item() > 1e-3
-
-
-def common_prefix(a, b):
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 FP_KV = KVSettings(bits=16)
