@@ -260,13 +260,21 @@ class Engine:
         return self._budget
 
     def max_safe_context(self, bits: int, group: int = 64) -> int | None:
-        """The device's max safe context at a KV precision (None when unknown)."""
+        """Tokens a conversation may hold at a KV precision on this device.
+
+        The memory budget's max safe context, and never more than the context the
+        model was trained for (past it, replies degrade even with memory to spare).
+        None when neither is known.
+        """
         if self._budget is None:
             return None
+        trained = self._budget.geometry.max_position_embeddings
         try:
-            return self._budget.max_context(bits, group)
+            memory = self._budget.max_context(bits, group)
         except ValueError:
-            return None
+            memory = None
+        limits = [limit for limit in (memory, trained) if limit]
+        return min(limits) if limits else None
 
     def set_budget_settings(self, settings) -> None:
         """Use new budget settings (memory cap, reserve, safety factor) from now on."""

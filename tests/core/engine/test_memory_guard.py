@@ -87,3 +87,14 @@ def test_growth_of_all_live_caches_is_checked_before_a_prefill(tiny_model_dir):
         engine.chat("three", messages, KVSettings(bits=16), sampling).wait()
     engine.drop_cache("one")
     engine.chat("three", messages, KVSettings(bits=16), sampling).wait()
+
+
+def test_the_limit_never_passes_the_trained_context(tiny_model_dir):
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    # 24 GiB of RAM would allow millions of tokens; the tiny model was built for 16K.
+    assert engine.device_budget.max_context(4) > 1_000_000
+    assert (
+        engine.max_safe_context(4)
+        == engine.device_budget.geometry.max_position_embeddings
+    )
