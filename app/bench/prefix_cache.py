@@ -13,7 +13,8 @@ user's. The cache is unquantized, as in the turn reuse check.
 from __future__ import annotations
 
 from app.bench.context import BenchContext, greedy, kv_settings
-from app.bench.results import PartResult, Row
+from app.bench.results import PartResult, Row, yes_no
+from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
 
 NAME = "prefix_cache"
@@ -74,17 +75,29 @@ def run(ctx: BenchContext) -> PartResult:
     result.ratios["prefix_disk_vs_cold"] = disk["median"]
     result.ratio_stats["prefix_memory_vs_cold"] = memory
     result.ratio_stats["prefix_disk_vs_cold"] = disk
+    held = {
+        key: TARGETS[key].holds(stats["median"])
+        for key, stats in (
+            ("prefix_memory_vs_cold", memory),
+            ("prefix_disk_vs_cold", disk),
+        )
+    }
+    result.targets_met.update(held)
     label = f"{prompt_tokens}-token prompt, {KV_BITS_USED}-bit KV"
     result.rows = [
         Row(
             f"New conversation TTFT, prefix from memory ÷ cold ({label})",
             f"{memory['median']:.3f}",
             spread_text(memory, 3),
+            TARGETS["prefix_memory_vs_cold"].text(),
+            yes_no(held["prefix_memory_vs_cold"]),
         ),
         Row(
             f"New conversation TTFT, prefix from disk ÷ cold ({label})",
             f"{disk['median']:.3f}",
             spread_text(disk, 3),
+            TARGETS["prefix_disk_vs_cold"].text(),
+            yes_no(held["prefix_disk_vs_cold"]),
         ),
         Row(
             "New conversation TTFT cold / memory / disk (absolute)",

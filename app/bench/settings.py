@@ -155,4 +155,6 @@ TARGETS: dict[str, Target] = {
     "kv_bytes_measured_vs_predicted": Target("within", 1.0, 0.02),
     "turn_reuse_vs_reprefill": Target("at_most", 0.2),
     "splice_vs_rebuild": Target("at_most", 0.15),
+    "prefix_memory_vs_cold": Target("at_most", 0.1),
+    "prefix_disk_vs_cold": Target("at_most", 0.3),
 }
