@@ -266,7 +266,11 @@ class ConversationSession:
         if mode == "model" and self._random_weights():
             mode = "extractive"  # a random-weight model's summary would be noise
         trimmer = Trimmer(
-            self.engine, self.cache_key, self.preset.kv_settings(), self.style
+            self.engine,
+            self.cache_key,
+            self.preset.kv_settings(),
+            self.style,
+            position_room=self.effective_limit(),
         )
         outcome = trimmer.trim(
             system_prompt=context.system_prompt,

@@ -66,13 +66,18 @@ class Trimmer:
         cache_key: The conversation's cache key.
         kv: KV precision of the conversation.
         style: How summaries are placed (see `model_messages.build_messages`).
+        position_room: Tokens the conversation may still add after a trim (its
+            limit); splicing stops before positions could pass the trained context.
     """
 
-    def __init__(self, engine, cache_key: str, kv: KVSettings, style: str):
+    def __init__(
+        self, engine, cache_key: str, kv: KVSettings, style: str, position_room: int = 0
+    ):
         self.engine = engine
         self.cache_key = cache_key
         self.kv = kv
         self.style = style
+        self.position_room = position_room
 
     def write_summary(
         self,
@@ -134,6 +139,12 @@ class Trimmer:
         if not cached:
             return "none", "", 0, 0
         note = ""
+        if method == "splice" and self._positions_exhausted():
+            method = "rebuild"
+            note = (
+                "rotary positions neared the model's trained context after earlier "
+                "splices; rebuilt to start them again"
+            )
         if method == "splice":
             head_ids = self.engine.render(
                 new_messages[:head_count], add_generation_prompt=False
@@ -161,8 +172,23 @@ class Trimmer:
                 except SpliceUnsupported as exc:
                     note = f"splice not possible ({exc}); rebuilt instead"
         ids = self.engine.render(new_messages, add_generation_prompt=False)
-        report = self.engine.prefill(self.cache_key, ids, self.kv)
+        # A rebuild is exact: anything a splice moved is computed again.
+        report = self.engine.prefill(self.cache_key, ids, self.kv, exact=True)
         return "rebuild", note, report.computed_tokens, report.context_tokens
+
+    def _positions_exhausted(self) -> bool:
+        """True when splicing again could carry positions past the trained context.
+
+        A splice keeps the rotary position running on, so after many trims it can
+        approach the context the model was trained for; the turns still to come may
+        add up to ``position_room`` more tokens.
+        """
+        trained_context = getattr(self.engine, "trained_context", None)
+        trained = trained_context() if trained_context else None
+        if not trained or not self.position_room:
+            return False
+        state = self.engine.cache_state(self.cache_key)
+        return state.next_position + self.position_room > trained
 
     def trim(
         self,

@@ -134,7 +134,30 @@ class ConversationCache:
                 raise RuntimeError(f"cache trim removed {trimmed} instead of {excess}")
         self.token_ids = self.token_ids[:keep]
         self.sync_positions()
+        self._continue_after_last_kept()
         self._release_spare_steps()
+
+    def contiguous_prefix(self) -> int:
+        """Leading entries still at their natural positions (0, 1, 2, ...)."""
+        self.sync_positions()
+        for index, position in enumerate(self.positions):
+            if position != index:
+                return index
+        return len(self.positions)
+
+    def _continue_after_last_kept(self) -> None:
+        """Make the next token follow the last kept entry's rotary position.
+
+        Trimming back across a splice would otherwise leave the splice's gap in front of
+        every new token; with it closed, a rebuild after splices is exactly a fresh
+        prefill again.
+        """
+        held = self.offset
+        following = self.positions[held - 1] + 1 if held else 0
+        for layer in self.layers:
+            if hasattr(layer, "gap"):
+                layer.gap = following - held
+                layer.offset = following
 
     def _release_spare_steps(self) -> None:
         """Give back whole allocation steps a trim left unused.

@@ -51,11 +51,14 @@ class CacheState:
         tokens: Tokens the cache holds.
         kv_bytes: Bytes its arrays occupy.
         kv_bits: Precision of the stored entries.
+        next_position: Rotary position of the next token (ahead of ``tokens`` after
+            splices).
     """
 
     tokens: int
     kv_bytes: int
     kv_bits: int
+    next_position: int = 0
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,12 @@ class Engine:
         """The loaded model's `DeviceBudget`, or None (no model, or unknown geometry)."""
         return self._budget
 
+    def trained_context(self) -> int | None:
+        """The context length the loaded model was trained for, if its config says."""
+        if self._budget is None:
+            return None
+        return self._budget.geometry.max_position_embeddings
+
     def max_safe_context(self, bits: int, group: int = 64) -> int | None:
         """Tokens a conversation may hold at a KV precision on this device.
 
@@ -365,7 +374,10 @@ class Engine:
         if cache is None:
             return CacheState(tokens=0, kv_bytes=0, kv_bits=16)
         return CacheState(
-            tokens=cache.offset, kv_bytes=cache.nbytes, kv_bits=cache.bits_in_use
+            tokens=cache.offset,
+            kv_bytes=cache.nbytes,
+            kv_bits=cache.bits_in_use,
+            next_position=cache.next_position,
         )
 
     def cached_token_ids(self, key: str) -> list[int]:
@@ -564,16 +576,26 @@ class Engine:
             if finish:
                 handle._put(_DONE)
 
-    def prefill(self, key: str, ids: list[int], kv: KVSettings) -> PrefillReport:
-        """Fill a conversation's cache with ``ids`` without generating (blocking)."""
-        return self.submit(self._prefill, key, ids, kv).result()
+    def prefill(
+        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
+    ) -> PrefillReport:
+        """Fill a conversation's cache with ``ids`` without generating (blocking).
 
-    def _prefill(self, key: str, ids: list[int], kv: KVSettings) -> PrefillReport:
+        With ``exact``, entries a splice moved are recomputed, so the cache equals a
+        fresh prefill of ``ids``.
+        """
+        return self.submit(self._prefill, key, ids, kv, exact).result()
+
+    def _prefill(
+        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
+    ) -> PrefillReport:
         from app.core.engine.generation import prefill_only
 
         started = time.perf_counter()
         cache = self._cache_for(key, kv)
-        reused, computed = prefill_only(self._require_model(), cache, ids, kv)
+        reused, computed = prefill_only(
+            self._require_model(), cache, ids, kv, exact=exact
+        )
         return PrefillReport(
             seconds=time.perf_counter() - started,
             reused_tokens=reused,

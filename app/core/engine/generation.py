@@ -163,6 +163,7 @@ def prefill_only(
     *,
     is_cancelled: Callable[[], bool] = lambda: False,
     emit: Callable[[object], None] = lambda _: None,
+    exact: bool = False,
 ) -> tuple[int, int]:
     """Fill ``cache`` with ``ids`` (reusing its matching prefix) without generating.
 
@@ -175,6 +176,8 @@ def prefill_only(
         kv: KV precision (quantization starts at ``kv.quantized_kv_start``).
         is_cancelled: Polled between chunks.
         emit: Receives `PrefillProgress` events.
+        exact: Reuse only entries at their natural positions, so the result equals a
+            fresh prefill even after splices (a "rebuild").
 
     Returns:
         (tokens reused, tokens computed).
@@ -182,6 +185,8 @@ def prefill_only(
     from mlx_lm.generate import maybe_quantize_kv_cache
 
     reused = common_prefix_length(cache.token_ids, ids)
+    if exact:
+        reused = min(reused, cache.contiguous_prefix())
     if reused < cache.offset:
         if not cache.can_trim():
             cache.reset()

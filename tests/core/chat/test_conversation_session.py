@@ -212,3 +212,23 @@ def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
             and "rebuilt instead" in report.trim_note
         )
         assert report.context_tokens <= 400
+
+
+def test_splices_stop_before_positions_pass_the_trained_context(
+    engine, store, tiny_model_dir, monkeypatch
+):
+    # The tiny model was trained for 16K tokens; pretend it was 900 so that after a few
+    # splices the running rotary position would pass it.
+    monkeypatch.setattr(engine, "trained_context", lambda: 900)
+    session = start(engine, store, tiny_model_dir, max_context=400)
+    methods = []
+    for i in range(1, 25):
+        report = session.send(user_turn(i))
+        state = engine.cache_state(session.cache_key)
+        assert state.next_position <= 900
+        if report.trimmed:
+            methods.append(report.trim_method)
+            if report.trim_method == "rebuild":
+                assert "trained context" in report.trim_note
+                assert state.next_position == state.tokens  # positions start again
+    assert "splice" in methods and "rebuild" in methods

@@ -103,3 +103,21 @@ def test_a_summary_longer_than_the_dropped_span_is_refused(loaded):
     cache = build(loaded, 16, [system, dropped + encode(loaded, "x y z")])
     with pytest.raises(SpliceUnsupported, match="longer than the span"):
         cache.splice(len(system), len(system) + len(dropped), dropped * 3)
+
+
+def test_trimming_back_across_a_splice_restarts_positions_so_a_rebuild_is_exact(loaded):
+    system = encode(loaded, "<|im_start|>system\nYou are terse.<|im_end|>\n")
+    dropped = encode(loaded, "<|im_start|>user\n" + "word " * 40 + "<|im_end|>\n")
+    kept = encode(loaded, "<|im_start|>user\nAnd dicts?<|im_end|>\n")
+    summary = encode(loaded, "<|im_start|>system\nSummary: words.<|im_end|>\n")
+    cache = build(loaded, 16, [system, dropped + kept])
+    cache.splice(len(system), len(system) + len(dropped), summary)
+    assert cache.next_position > cache.offset  # a gap after the splice
+
+    cache.trim_to(len(system))  # what a rebuild does: keep the system prompt only
+    assert cache.next_position == len(system)
+    rest = summary + kept
+    fill(loaded, cache, rest[:-1])
+    rebuilt = next_logits(loaded, cache, rest[-1])
+    fresh = build(loaded, 16, [system, rest[:-1]])
+    assert mx.abs(rebuilt - next_logits(loaded, fresh, rest[-1])).max().item() < 1e-5
