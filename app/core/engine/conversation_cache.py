@@ -202,13 +202,19 @@ class ConversationCache:
             The number of prompt tokens reused from the cache.
         """
         reuse = common_prefix_length(self.token_ids, prompt_ids)
-        reuse = min(reuse, len(prompt_ids) - 1)
-        if reuse < self.offset:
+        return self.keep_at_most(min(reuse, len(prompt_ids) - 1))
+
+    def keep_at_most(self, keep: int) -> int:
+        """Drop every entry after the first ``keep``; return how many are kept.
+
+        A cache that cannot drop its newest entries starts over empty instead.
+        """
+        if keep < self.offset:
             if not self.can_trim():
                 self.reset()
                 return 0
-            self.trim_to(reuse)
-        return reuse
+            self.trim_to(keep)
+        return min(keep, self.offset)
 
     def reconcile(self, ids: list[int]) -> None:
         """Record ``ids`` as the cache's content, fixing any off-by-one at the end.

@@ -187,12 +187,7 @@ def prefill_only(
     reused = common_prefix_length(cache.token_ids, ids)
     if exact:
         reused = min(reused, cache.contiguous_prefix())
-    if reused < cache.offset:
-        if not cache.can_trim():
-            cache.reset()
-            reused = 0
-        else:
-            cache.trim_to(reused)
+    reused = cache.keep_at_most(reused)
     remainder = ids[reused:]
     done = 0
     while done < len(remainder):
