@@ -33,8 +33,15 @@ class RuntimeProfile:
 
 
 def runtime_profile() -> RuntimeProfile:
-    """Return the profile of this machine."""
-    if sys.platform == "darwin" and platform.machine() == "arm64":
+    """Return the profile of this machine, guessed from the platform (no MLX import)."""
+    return profile_for_backend(
+        sys.platform == "darwin" and platform.machine() == "arm64"
+    )
+
+
+def profile_for_backend(metal: bool) -> RuntimeProfile:
+    """Return the profile of the Metal backend or of the CPU backend."""
+    if metal:
         return RuntimeProfile(
             backend="metal", act_dtype_bytes=None, dense_weights=False
         )

@@ -21,7 +21,7 @@ from app.core.budget.memory_budget import (
     memory_budget_bytes,
 )
 from app.core.budget.model_geometry import read_geometry
-from app.core.budget.weights import dense_resident_bytes, read_weights
+from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import ModelLoadError
@@ -41,12 +41,10 @@ def total_memory() -> int:
 
 def estimated_resident_weights(folder: Path) -> int:
     """Bytes the weights will take once loaded on this backend (from headers only)."""
-    if backend.uses_metal():
-        return read_weights(folder).tensor_bytes
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    quantization = config.get("quantization") or {}
-    bits = quantization.get("bits") if isinstance(quantization, dict) else None
-    return dense_resident_bytes(folder, bits, 4)
+    return resident_weights_bytes(
+        folder, config, profile_for_backend(backend.uses_metal())
+    )
 
 
 def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
