@@ -86,8 +86,6 @@ class TrimPlan:
         keep: Keys of the history messages kept, oldest first.
         after_trim_tokens: Upper bound of prompt + max_tokens after the trim.
         refuse_after_trim: Trim, then still refuse the turn (critical pressure).
-        summary_budget: Tokens the summary may take so the trimmed request fits
-            (at most the configured summary_max_tokens).
     """
 
     action: Action
@@ -98,7 +96,6 @@ class TrimPlan:
     keep: list = field(default_factory=list)
     after_trim_tokens: int = 0
     refuse_after_trim: bool = False
-    summary_budget: int = 0
 
 
 def trim_threshold(limit: int, pressure: str, warning_ratio: float) -> int:
@@ -198,7 +195,6 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
                 keep=keep,
                 after_trim_tokens=after,
                 refuse_after_trim=True,
-                summary_budget=max(summary_budget, MIN_SUMMARY_TOKENS),
             )
         return TrimPlan(Action.REFUSE, reason, threshold, projected)
     if not drop:
@@ -228,5 +224,4 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
         drop=drop,
         keep=keep,
         after_trim_tokens=after,
-        summary_budget=summary_budget,
     )
