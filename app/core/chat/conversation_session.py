@@ -77,6 +77,7 @@ class ConversationSession:
         self._lock = threading.Lock()
         self._style: str | None = None
         self._token_counts: dict[int, int] = {}
+        self._template_overhead: int | None = None
         conversation = store.get_conversation(conversation_id)
         self.preset = preset_from_dict(
             conversation.preset or "chat", conversation.settings
@@ -160,7 +161,7 @@ class ConversationSession:
         return count + self._overhead()
 
     def _overhead(self) -> int:
-        if not hasattr(self, "_template_overhead"):
+        if self._template_overhead is None:
             probe = "x"
             rendered = len(
                 self.engine.render([{"role": "user", "content": probe}], False)

@@ -10,6 +10,7 @@ re-raised there; a cancel flag is checked after every token.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -436,16 +437,13 @@ class Engine:
         handle = TurnHandle()
         started = time.perf_counter()
         self.submit(
-            self._run_ids,
+            functools.partial(self._run_ids, max_context=max_context),
             key,
             prompt_ids,
             kv,
             sampling,
             handle,
             started,
-            True,
-            0,
-            max_context,
         )
         return handle
 
