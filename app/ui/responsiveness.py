@@ -167,33 +167,9 @@ def measure_streaming_lateness(
 
 
 def _wait_for(signal, failure, timeout_s: float, start) -> tuple:
-    from PySide6.QtCore import QEventLoop, QTimer
+    from app.ui.signal_wait import wait_for_signal
 
-    loop = QEventLoop()
-    outcome: dict = {}
-
-    def done(*args):
-        outcome.setdefault("ok", args)
-        loop.quit()
-
-    def failed(*args):
-        outcome.setdefault("failed", args)
-        loop.quit()
-
-    signal.connect(done)
-    failure.connect(failed)
-    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
-    start()
-    if not outcome:
-        loop.exec()
-    signal.disconnect(done)
-    failure.disconnect(failed)
-    if "failed" in outcome:
-        error = outcome["failed"][-1]
-        raise RuntimeError(getattr(error, "message", str(error)))
-    if "ok" not in outcome:
-        raise RuntimeError(f"timed out after {timeout_s:.0f} s")
-    return outcome["ok"]
+    return wait_for_signal(signal, timeout_s, failures=[failure], start=start)
 
 
 def _has_display() -> bool:

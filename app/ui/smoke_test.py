@@ -64,33 +64,15 @@ def _say(text: str) -> None:
 
 def _wait(signal, timeout_s: float, failures=()) -> tuple:
     """Run the event loop until ``signal`` (its arguments) or a failure signal fires."""
-    from PySide6.QtCore import QEventLoop, QTimer
+    from app.ui.signal_wait import wait_for_signal
 
-    loop = QEventLoop()
-    outcome: dict = {}
-
-    def done(*args):
-        outcome.setdefault("ok", args)
-        loop.quit()
-
-    def failed(*args):
-        outcome.setdefault("failed", args)
-        loop.quit()
-
-    signal.connect(done)
-    for failure in failures:
-        failure.connect(failed)
-    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
-    loop.exec()
-    signal.disconnect(done)
-    for failure in failures:
-        failure.disconnect(failed)
-    if "failed" in outcome:
-        error = outcome["failed"][-1]
-        raise SmokeTestFailure(getattr(error, "message", str(error)))
-    if "ok" not in outcome:
-        raise SmokeTestFailure(f"nothing happened within {timeout_s:.0f} s")
-    return outcome["ok"]
+    return wait_for_signal(
+        signal,
+        timeout_s,
+        failures=failures,
+        error=SmokeTestFailure,
+        timeout_message="nothing happened within {:.0f} s",
+    )
 
 
 def _run(home: str) -> None:
