@@ -23,6 +23,26 @@ from app.core.store.database import translate_errors
 from app.core.store.records import format_time
 
 
+@contextlib.contextmanager
+def _immediate(db: Database) -> Iterator[None]:
+    """Run the block in a write transaction, or in a savepoint of the open one."""
+    if db.conn.in_transaction:
+        with db.atomic():  # a nested write: a savepoint of the outer transaction
+            yield
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.rollback()  # a no-op if the error already ended the transaction
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
+
+
 class NotFoundError(StoreError, LookupError):
     """A conversation, message, summary or document id does not exist (any more)."""
 
@@ -45,9 +65,16 @@ class StoreBase:
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Database]:
-        """Yield the database inside one transaction, rolled back on any error."""
-        # atomic() is innermost so the rollback happens before the error is translated.
-        with self._lock, translate_errors(self._path), self._db.atomic():
+        """Yield the database inside one transaction, rolled back on any error.
+
+        The transaction takes SQLite's write lock when it begins (``BEGIN
+        IMMEDIATE``). A deferred one would read first and ask for the lock only at its
+        first write; if another process wrote in between, SQLite fails it at once with
+        "database is locked" instead of waiting out the busy timeout.
+        """
+        # The transaction is innermost so the rollback happens before the error is
+        # translated.
+        with self._lock, translate_errors(self._path), _immediate(self._db):
             yield self._db
 
     def _now(self) -> str:

@@ -76,6 +76,7 @@ def open_database(path: Path, now: datetime) -> OpenedDatabase:
         try:
             _enable_wal(db)
             migrations.migrate(db)
+            _check_writable(db)
         except BaseException:
             db.close()
             raise
@@ -177,6 +178,24 @@ def _enable_wal(db: Database) -> None:
     # cannot damage what was committed before.
     with db.ensure_autocommit_on():
         db.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+
+
+def _check_writable(db: Database) -> None:
+    """Fail now, not at the first reply, if the database cannot be written.
+
+    An up-to-date file is opened without writing anything, so a read-only file or
+    folder would otherwise go unnoticed until the user's first message. The probe
+    rewrites a header field with its own value and rolls back: nothing changes.
+
+    Raises:
+        sqlite3.OperationalError: The file is read-only (or locked, or the disk fails).
+    """
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = migrations.header_version(db.conn)
+        db.conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        db.conn.rollback()
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
