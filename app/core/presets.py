@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
+from app.core import partial_files, paths, private_files
 from app.core.errors import SettingsError
 from app.core.generation_settings import (
     VALID_KV_BITS,
@@ -195,6 +195,8 @@ def user_presets() -> dict[str, Preset]:
     """Return the user's presets (one TOML file each), by name."""
     found = {}
     for path in sorted(paths.presets_dir().glob("*.toml")):
+        if partial_files.is_partial(path):
+            continue  # being written (or left by a crash; the next start removes it)
         found[path.stem] = preset_from_dict(path.stem, _read_toml(path))
     return found
 
@@ -234,7 +236,8 @@ def save_user_preset(preset: Preset) -> Path:
     """Write a user preset to ``SWAPLESS_HOME/presets/<name>.toml``.
 
     Raises:
-        SettingsError: If the name is taken by a built-in preset.
+        SettingsError: If the name is taken by a built-in preset, or the file
+            cannot be written.
     """
     if preset.name in builtin_presets():
         raise SettingsError(
@@ -246,7 +249,12 @@ def save_user_preset(preset: Preset) -> Path:
         for key, value in preset.to_dict().items()
         if key != "name"
     ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        private_files.write_private_text(path, "\n".join(lines) + "\n")
+    except OSError as exc:
+        raise SettingsError(
+            f"Preset file {path} cannot be written: {exc.strerror or exc}"
+        ) from exc
     return path
 
 

@@ -15,8 +15,6 @@ import os
 import socket
 from dataclasses import dataclass
 
-import psutil
-
 START_TIME_TOLERANCE_S = 1.0
 """How far two readings of one process's start time may differ. psutil derives it
 from the boot time, which the kernel reports to the second and which moves when the
@@ -60,6 +58,8 @@ def is_running(identity: ProcessIdentity) -> bool:
         return abs(current().started_at - identity.started_at) <= (
             START_TIME_TOLERANCE_S
         )
+    import psutil  # here, not at the top: most commands never need it
+
     try:
         process = psutil.Process(identity.pid)
         if process.status() == psutil.STATUS_ZOMBIE:
@@ -73,6 +73,8 @@ def is_running(identity: ProcessIdentity) -> bool:
 
 
 def _start_time(pid: int) -> float | None:
+    import psutil
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
