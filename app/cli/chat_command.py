@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 
+from app.cli import arg_types
 from app.core.errors import BudgetError
 from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
 from app.core.presets import VALID_TRIM_METHODS
@@ -29,7 +30,10 @@ def register(subcommands) -> None:
         "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
     )
     parser.add_argument(
-        "--conversation", type=int, metavar="ID", help="continue a stored one"
+        "--conversation",
+        type=arg_types.row_id,
+        metavar="ID",
+        help="continue a stored one",
     )
     parser.add_argument(
         "--preset", default=None, metavar="NAME", help="task preset (chat)"
@@ -54,7 +58,7 @@ def register(subcommands) -> None:
     parser.add_argument("--max-tokens", type=int, metavar="N")
     parser.add_argument("--temp", type=float, metavar="T")
     parser.add_argument("--top-p", type=float, metavar="P")
-    parser.add_argument("--seed", type=int, default=None, metavar="N")
+    parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
     parser.set_defaults(run=run)
 
@@ -118,6 +122,18 @@ def run(args: argparse.Namespace) -> int:
         session.cancel()
 
     previous = signal.signal(signal.SIGINT, on_sigint) if interactive else None
+    output_closed = False
+
+    def stream_text(text: str) -> None:
+        nonlocal output_closed
+        if output_closed:
+            return
+        try:
+            print(text, end="", flush=True)
+        except BrokenPipeError:  # `swapless chat | head`: the reader has gone
+            output_closed = True
+            session.cancel()
+
     status = 0
     try:
         while True:
@@ -138,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                     print("swapless> ", end="", flush=True)
                 report = session.send(
                     text,
-                    on_text=lambda t: print(t, end="", flush=True),
+                    on_text=stream_text,
                     on_trim=lambda o: _say(
                         f"[trimmed: {o.dropped_messages} messages summarised "
                         f"({o.summary_method}, {o.summary_tokens} tokens), cache "
@@ -147,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
                         + "]"
                     ),
                 )
+                if output_closed:
+                    # The reply was stopped and saved as interrupted; main() ends
+                    # the command quietly, as for any reader that leaves early.
+                    raise BrokenPipeError
                 print(flush=True)
                 if interactive:
                     _say(

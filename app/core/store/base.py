@@ -19,6 +19,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from app.core.errors import StoreError
+from app.core.store import locking
 from app.core.store.database import translate_errors
 from app.core.store.records import format_time
 
@@ -30,7 +31,7 @@ def _immediate(db: Database) -> Iterator[None]:
         with db.atomic():  # a nested write: a savepoint of the outer transaction
             yield
         return
-    db.conn.execute("BEGIN IMMEDIATE")
+    locking.begin_immediate(db.conn)
     try:
         yield
     except BaseException:
@@ -67,10 +68,8 @@ class StoreBase:
     def _writing(self) -> Iterator[Database]:
         """Yield the database inside one transaction, rolled back on any error.
 
-        The transaction takes SQLite's write lock when it begins (``BEGIN
-        IMMEDIATE``). A deferred one would read first and ask for the lock only at its
-        first write; if another process wrote in between, SQLite fails it at once with
-        "database is locked" instead of waiting out the busy timeout.
+        The transaction takes SQLite's write lock when it begins and waits for it
+        while other processes write (`locking.begin_immediate`).
         """
         # The transaction is innermost so the rollback happens before the error is
         # translated.

@@ -25,13 +25,9 @@ from sqlite_utils import Database
 
 from app.core import private_files
 from app.core.errors import StoreError
-from app.core.store import migrations
+from app.core.store import locking, migrations
 
 logger = logging.getLogger(__name__)
-
-# Long enough to ride out another thread's or process's short write, short enough
-# that a stuck lock becomes a readable error instead of a frozen window.
-BUSY_TIMEOUT_MS = 5000
 
 # Less free space than this (a few SQLite pages and a WAL frame) is a full disk.
 DISK_FULL_BYTES = 1024 * 1024
@@ -86,9 +82,7 @@ def open_database(path: Path, now: datetime) -> OpenedDatabase:
         conn, recovered_from = _connect_checked(path, now)
         db = Database(conn, execute_plugins=False)
         try:
-            _enable_wal(db)
-            migrations.migrate(db)
-            _check_writable(db)
+            locking.while_busy(db.conn, lambda: _prepare(db))
         except BaseException:
             db.close()
             raise
@@ -194,7 +188,7 @@ def _connect_checked(
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {locking.BUSY_TIMEOUT_MS}")
     return conn
 
 
@@ -202,7 +196,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     # The Store serialises all access with a lock, so the connection may be shared
     # by the UI thread and the generation thread.
     conn = sqlite3.connect(str(path), check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {locking.BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 
@@ -259,9 +253,28 @@ def _move_aside(path: Path, now: datetime) -> Path:
     return backup
 
 
+def _prepare(db: Database) -> None:
+    """Switch to WAL, migrate and probe writability; safe to repeat after a failure.
+
+    Switching the journal mode of a new file does not wait for the busy timeout (it
+    needs the file to itself and fails at once), so several processes opening a new
+    file together repeat this (`locking.while_busy`). Migrations check under the
+    write lock whether another process applied them already.
+    """
+    try:
+        _enable_wal(db)
+        migrations.migrate(db)
+        _check_writable(db)
+    except sqlite3.OperationalError:
+        db.rollback()
+        raise
+
+
 def _enable_wal(db: Database) -> None:
     # WAL lets the UI read while a reply is being saved, and a crash mid-write
     # cannot damage what was committed before.
+    if db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        return  # the file says so already: nothing to change, no lock needed
     with db.ensure_autocommit_on():
         db.conn.execute("PRAGMA journal_mode = WAL").fetchall()
 
@@ -276,7 +289,7 @@ def _check_writable(db: Database) -> None:
     Raises:
         sqlite3.OperationalError: The file is read-only (or locked, or the disk fails).
     """
-    db.conn.execute("BEGIN IMMEDIATE")
+    locking.begin_immediate(db.conn)
     try:
         version = migrations.header_version(db.conn)
         db.conn.execute(f"PRAGMA user_version = {version}")

@@ -26,6 +26,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from app.core.errors import StoreError
+from app.core.store import locking
 from app.core.store.records import format_time, utc_now
 
 MIGRATIONS_TABLE = "_migrations"
@@ -331,7 +332,7 @@ def _is_applied(db: Database, version: int) -> bool:
 @contextlib.contextmanager
 def _write_locked(db: Database) -> Iterator[None]:
     """Run the block in a transaction that holds the write lock from its start."""
-    db.conn.execute("BEGIN IMMEDIATE")
+    locking.begin_immediate(db.conn)
     try:
         yield
     except BaseException:

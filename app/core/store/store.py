@@ -94,6 +94,11 @@ class Store(
         if path is None:
             try:
                 path = paths.database_path()
+            except (FileExistsError, NotADirectoryError) as exc:
+                raise StoreError(
+                    f"{exc.filename} is a file, but Swapless keeps its data in a folder "
+                    f"there. Move the file away, or set {paths.HOME_ENV} to a folder."
+                ) from exc
             except OSError as exc:
                 raise StoreError(
                     f"Swapless cannot create its data folder: {exc.strerror or exc} "

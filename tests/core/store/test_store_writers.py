@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from app.core import process_identity
-from app.core.store import Store
+from app.core.store import Store, locking
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -268,7 +268,9 @@ def test_three_processes_writing_at_once_all_succeed(db_path, fresh_file):
         for n in range(3)
     ]
     errors = [w.communicate(timeout=300)[1] for w in writers]
-    assert [w.returncode for w in writers] == [0, 0, 0], errors
+    assert [w.returncode for w in writers] == [0, 0, 0], "\n".join(
+        error[-3000:] for error in errors
+    )
     with Store.open(db_path) as store:
         conversations = store.list_conversations()
         assert len(conversations) == 3
@@ -277,3 +279,45 @@ def test_three_processes_writing_at_once_all_succeed(db_path, fresh_file):
             assert len(messages) == 2 * rounds
             assert {m.state for m in messages} == {"complete"}
             assert messages[-1].content == f"answer {rounds - 1}"
+
+
+def test_a_busy_lock_is_waited_for_past_the_timeout_while_it_moves(
+    db_path, clock, monkeypatch
+):
+    """Back-to-back writers may starve a third past the busy timeout: it waits on."""
+    monkeypatch.setattr(locking, "BUSY_TIMEOUT_MS", 100)
+    Store.open(db_path, clock=clock).close()
+    holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA busy_timeout = 100")
+    started_holding = threading.Event()
+
+    def write_back_to_back() -> None:
+        # Each transaction is shorter than the busy timeout; together they hold the
+        # lock for ten timeouts, with next to no gap between them.
+        for i in range(25):
+            holder.execute("BEGIN IMMEDIATE")
+            started_holding.set()
+            holder.execute(
+                "INSERT INTO conversations (title, created_at, updated_at)"
+                " VALUES (?, ?, ?)",
+                [
+                    f"held {i}",
+                    "2025-06-01T12:00:00.000000Z",
+                    "2025-06-01T12:00:00.000000Z",
+                ],
+            )
+            time.sleep(0.04)
+            holder.execute("COMMIT")
+
+    thread = threading.Thread(target=write_back_to_back)
+    with Store.open(db_path, clock=clock) as store:
+        thread.start()
+        started_holding.wait(5)
+        waited_from = time.monotonic()
+        conversation_id = store.create_conversation("patient")
+        waited = time.monotonic() - waited_from
+        thread.join()
+        assert store.get_conversation(conversation_id).title == "patient"
+        assert len(store.list_conversations()) == 26
+    holder.close()
+    assert waited > 0.1  # it waited longer than the busy timeout, and succeeded
