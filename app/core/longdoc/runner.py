@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from app.core.budget import BudgetSettings
@@ -50,7 +50,12 @@ from app.core.longdoc.prompts import (
 )
 from app.core.longdoc.reader import DocumentText
 from app.core.longdoc.resume import Resumable, find_resumable, find_resumable_anywhere
-from app.core.longdoc.segmenter import Segment, split_segments, truncate_to_tokens
+from app.core.longdoc.segmenter import (
+    Segment,
+    SegmentSpan,
+    stream_segments,
+    truncate_to_tokens,
+)
 from app.core.longdoc.sizing import KVSizing, kv_sizing
 from app.core.presets import Preset
 from app.core.store import ReplySaver, Store
@@ -68,7 +73,8 @@ class RunPlan:
 
     Attributes:
         question: The question asked (the default one when none was given).
-        segments: The document's segments (the whole text as one when read whole).
+        segments: Where the document's segments lie (the whole text as one when
+            read whole); their text is streamed from the document when read.
         needs: Context each way of reading needs.
         choice: The mode and why.
         kv_bytes_limit: KV bytes at the most context any step holds.
@@ -77,7 +83,7 @@ class RunPlan:
     """
 
     question: str
-    segments: tuple[Segment, ...]
+    segments: tuple[SegmentSpan, ...]
     needs: ContextNeeds
     choice: ModeChoice
     kv_bytes_limit: int
@@ -180,7 +186,11 @@ class LongDocumentRunner:
         """
         question = (question or "").strip() or DEFAULT_QUESTION
         preset, count = self.preset, self.engine.count_tokens
-        segments = split_segments(document.text, preset.segment_tokens, count)
+        # One streaming pass: only the segments' places are kept, never the text.
+        characters = _Characters(document.chunks())
+        segments = [
+            s.span for s in stream_segments(characters, preset.segment_tokens, count)
+        ]
         if not segments:
             raise InputError(f"{document.name} contains no text.")
         system = preset.system_prompt
@@ -192,7 +202,11 @@ class LongDocumentRunner:
         answer = len(self.engine.render(answer_messages(system, question, "", total)))
         whole = len(self.engine.render(whole_messages(system, question, "")))
         notes = preset.summary_max_tokens
-        document_tokens = count(document.text)
+        document_tokens = sum(s.tokens for s in segments)
+        if document_tokens <= preset.max_context + JOIN_SLACK * len(segments):
+            # It might be read whole: count it exactly. Such a document is no longer
+            # than the context it fits in, so holding its text is bounded too.
+            document_tokens = count(document.read_text())
         longest = max(s.tokens for s in segments)
         needs = ContextNeeds(
             document_tokens=document_tokens,
@@ -216,9 +230,7 @@ class LongDocumentRunner:
         )
         stored_segment_tokens = preset.segment_tokens
         if choice.mode == "whole":
-            segments = [
-                Segment(0, 0, len(document.text), document.text, document_tokens)
-            ]
+            segments = [SegmentSpan(0, 0, characters.count, document_tokens)]
             stored_segment_tokens = document_tokens
         return RunPlan(
             question=question,
@@ -297,7 +309,7 @@ class LongDocumentRunner:
                 kv_bytes_limit=plan.kv_bytes_limit,
             )
             if plan.mode == "segments":
-                for segment in plan.segments[resumed_from:]:
+                for segment in self._segments(document, plan, resumed_from):
                     if self.cancelled:
                         break
                     yield SegmentStarted(segment.index, total, segment.tokens)
@@ -353,6 +365,27 @@ class LongDocumentRunner:
         )
 
     # -- steps -----------------------------------------------------------------------
+
+    def _segments(
+        self, document: DocumentText, plan: RunPlan, first: int
+    ) -> Iterator[Segment]:
+        """Stream the planned segments from ``first`` on, with their text.
+
+        Raises:
+            InputError: The document no longer cuts as planned (it changed).
+        """
+        stream = stream_segments(
+            document.chunks(), self.preset.segment_tokens, self.engine.count_tokens
+        )
+        for segment in stream:
+            planned = plan.segments[segment.index : segment.index + 1]
+            if planned != (segment.span,):
+                raise InputError(
+                    f"{document.name} changed while it was being read; start the "
+                    "reading again."
+                )
+            if segment.index >= first:
+                yield segment
 
     def _resumable(
         self, document: DocumentText, plan: RunPlan, conversation_id: int | None
@@ -490,7 +523,7 @@ class LongDocumentRunner:
     ) -> list[dict]:
         system = self.preset.system_prompt
         if plan.mode == "whole":
-            return whole_messages(system, plan.question, document.text)
+            return whole_messages(system, plan.question, document.read_text())
         return answer_messages(system, plan.question, notes, len(plan.segments))
 
     def _answer(
@@ -516,6 +549,19 @@ class LongDocumentRunner:
         stats = reply_stats(final)
         saver.finish(stats, stopped=final.finish_reason == "cancelled")
         return saver.text, message_id, final
+
+
+class _Characters:
+    """Passes text pieces on, counting their characters (the whole text's length)."""
+
+    def __init__(self, pieces: Iterable[str]):
+        self._pieces = pieces
+        self.count = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for piece in self._pieces:
+            self.count += len(piece)
+            yield piece
 
 
 def _drain(stream: Generator[str, None, GenerationEvent], parts: list[str]):
