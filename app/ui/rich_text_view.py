@@ -187,33 +187,35 @@ class RichTextView(QWidget):
         text, theme = self._wanted
         self._wanted = None
         if theme != self._theme or self._renderer is None:
+            self._replace_content()
             self._theme = theme
             self._style_sheet = document_style_sheet(theme)
             self._renderer = IncrementalMarkdown(theme)
-            self._replace_content()
         renderer, generation = self._renderer, self._generation
         self._rendering = True
-        if renderer.work(text) <= SYNC_CHARS:
-            self._show(renderer.render(text), text, generation)
+        if renderer.work(text) > SYNC_CHARS:
+            self._tasks.start(
+                lambda _report: renderer.render(text),
+                lambda result: self._show(result, text, generation),
+                lambda error: self._fail(error, text, generation),
+            )
             return
-        self._tasks.start(
-            lambda _report: renderer.render(text),
-            lambda result: self._show(result, text, generation),
-            self._on_render_failed,
-        )
+        try:
+            result = renderer.render(text)
+        except Exception as error:  # a renderer bug must not break the chat
+            self._fail(error, text, generation)
+            return
+        self._show(result, text, generation)
 
-    def _on_render_failed(self, error: Exception) -> None:
-        # A renderer bug must not leave the reply blank: show the text as typed.
+    def _fail(self, error: Exception, text: str, generation: int) -> None:
         log.error("rendering Markdown failed", exc_info=error)
-        text = self._wanted[0] if self._wanted else (self._shown_text or "")
-        self._renderer = None
-        self.set_plain(text)
+        if generation != self._generation:
+            return
+        self.set_plain(text)  # shown as typed rather than not at all
 
     def _show(self, result: RenderedMarkdown, text: str, generation: int) -> None:
         if generation != self._generation:
-            self._rendering = False  # the content was replaced meanwhile
-            self._render_wanted()
-            return
+            return  # the content was replaced meanwhile
         started = time.monotonic()
         self._code_blocks = result.code_blocks
         self._shown_text = text
@@ -284,6 +286,7 @@ class RichTextView(QWidget):
     def _replace_content(self) -> None:
         """Forget what is shown (new text or colours): renders under way are dropped."""
         self._generation += 1
+        self._renderer = None  # a dropped render may still be using it on the worker
         self._drop_sealed()
         self._layout_queue.clear()
         self._final_live = []

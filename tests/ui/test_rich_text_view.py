@@ -12,6 +12,7 @@ from app.bench.ui_responsiveness import long_markdown_reply
 from app.core.text import incremental_markdown
 from app.core.text.markdown_html import render_markdown
 from app.core.text.markdown_theme import DARK_THEME, LIGHT_THEME
+from app.ui.background import TaskSet
 from app.ui.rich_text_view import SEAL_CHARS, SYNC_CHARS, RichTextView
 
 
@@ -112,8 +113,8 @@ def test_plain_text_replaces_a_render_still_under_way(qtbot, view):
     view.set_markdown(long_markdown_reply(SYNC_CHARS * 4, seed=4), LIGHT_THEME)
     assert view.busy
     view.set_plain("typed *as is*")
-    qtbot.wait(300)
-    QGuiApplication.processEvents()
+    assert TaskSet.wait(30_000)  # the dropped render finishes on the worker...
+    qtbot.wait(50)  # ...and its result is delivered, and ignored
     assert view.toPlainText() == "typed *as is*"
     assert view.code_blocks == () and view.pieces == 1
 
@@ -142,3 +143,14 @@ def test_copy_links_copy_the_code_and_only_web_links_open(view, qtbot, monkeypat
         view.anchorClicked.emit(QUrl(target))
     view.anchorClicked.emit(QUrl("https://example.com"))
     assert opened == ["https://example.com"]
+
+
+def test_a_renderer_failure_shows_the_text_as_typed(view, monkeypatch, caplog):
+    def broken(self, text):
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setattr(incremental_markdown.IncrementalMarkdown, "render", broken)
+    view.set_markdown("**bold** text", LIGHT_THEME)
+    assert view.toPlainText() == "**bold** text"
+    assert not view.busy
+    assert "rendering Markdown failed" in caplog.text
