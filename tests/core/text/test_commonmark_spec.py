@@ -34,7 +34,13 @@ for the same reason. Examples elsewhere that contain raw HTML stay in and fail w
 escaping changes their result. The GFM autolink examples are run and reported but are
 not part of the required set (the issue names tables, strikethrough and task lists).
 
-The same comparison measured the regex renderer this one replaced at 220 of 588.
+What still fails, and why: 15 examples outside the raw-HTML sections contain raw HTML
+(21, 31, 201, 308, 309, 344, 475–477, 491, 494, 524, 536, 642, 643), and 3 are bare
+addresses that CommonMark leaves as text but GFM's autolink extension, which the app
+enables, links (608, 611, 612).
+
+The same comparison put the regex renderer this one replaced at 214 of 588 (headings
+compared without their level, since it drew every heading as a styled paragraph).
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ def _run(examples: list[dict]) -> tuple[int, list[int]]:
     return len(examples) - len(failed), failed
 
 
-def test_commonmark_spec_examples_pass_at_95_percent():
+def test_commonmark_spec_examples_pass_at_95_percent(spec_summary):
     examples = [
         e
         for e in _examples("commonmark_0.31.2_examples.json")
@@ -80,24 +86,23 @@ def test_commonmark_spec_examples_pass_at_95_percent():
     ]
     assert len(examples) == 588
     passed, failed = _run(examples)
-    print(
-        f"\nCommonMark 0.31.2: {passed}/{len(examples)} examples"
+    spec_summary.append(
+        f"CommonMark 0.31.2: {passed}/{len(examples)} examples pass"
         f" ({passed / len(examples):.1%}); failing: {failed}"
     )
     assert passed >= REQUIRED_SHARE * len(examples), failed
 
 
-def test_gfm_table_strikethrough_and_task_list_examples_pass():
+def test_gfm_table_strikethrough_and_task_list_examples_pass(spec_summary):
     examples = _examples("gfm_0.29_extension_examples.json")
     required = [e for e in examples if e["section"] in REQUIRED_GFM_SECTIONS]
     assert len(required) == 12
     passed, failed = _run(required)
     autolinks = [e for e in examples if e["section"] == "Autolinks (extension)"]
     autolinks_passed, autolinks_failed = _run(autolinks)
-    print(
-        f"\nGFM tables, strikethrough, task lists: {passed}/{len(required)};"
-        f" autolinks (not required): {autolinks_passed}/{len(autolinks)},"
-        f" failing: {autolinks_failed}"
+    spec_summary.append(
+        f"GFM 0.29 tables, strikethrough, task lists: {passed}/{len(required)} pass;"
+        f" autolinks (not required): {autolinks_passed}/{len(autolinks)}"
     )
     assert passed >= REQUIRED_SHARE * len(required), failed
 

@@ -3,8 +3,9 @@
 Times are CPU seconds of this process (``time.process_time``): the claim is about the
 work the renderer does, which other processes on a shared machine do not change. A
 wall-clock bound ten times looser guards against anything sleeping or waiting.
-The regex renderer this replaced took 84 s for a 100 KB line of unclosed ``*`` and
-raised RecursionError for 1000 nested ``>``.
+The regex renderer this replaced was quadratic: a line of ``*a `` took 2.0 s at 10 KB
+and 15.7 s at 30 KB on this machine (84 s at 100 KB in issue 15), and 1000 nested
+``>`` raised RecursionError.
 """
 
 from __future__ import annotations

@@ -1,0 +1,21 @@
+"""The spec-example tests report their pass rates at the end of every run (`make test`)."""
+
+from __future__ import annotations
+
+import pytest
+
+_SPEC_SUMMARY = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def spec_summary(pytestconfig) -> list[str]:
+    """Lines to print in the run's closing summary."""
+    return pytestconfig.stash.setdefault(_SPEC_SUMMARY, [])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(_SPEC_SUMMARY, [])
+    if lines:
+        terminalreporter.section("Markdown spec examples")
+        for line in lines:
+            terminalreporter.write_line(line)
