@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.cancel import CancelToken
 from app.core.engine.events import GenerationEvent, ModelInfo
+from app.core.engine.prompt_tokenizer import PromptTokenizer
 from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings, SamplingSettings
 
@@ -92,21 +94,25 @@ class TurnHandle:
     Iterate it to receive `PrefillProgress` and `GenerationEvent` objects in order; the
     iteration ends after the event whose ``finish_reason`` is set. `cancel` may be
     called from any thread.
+
+    Args:
+        cancel: The token the engine polls after every token and between prefill
+            chunks; a new one when None.
     """
 
-    def __init__(self):
+    def __init__(self, cancel: CancelToken | None = None):
         self._events: queue.Queue = queue.Queue()
-        self._cancel = threading.Event()
+        self._cancel = cancel if cancel is not None else CancelToken()
         self.final: GenerationEvent | None = None
 
     def cancel(self) -> None:
         """Ask the engine to stop after the current token."""
-        self._cancel.set()
+        self._cancel.cancel()
 
     @property
     def cancelled(self) -> bool:
         """True once `cancel` was called."""
-        return self._cancel.is_set()
+        return self._cancel.cancelled
 
     def _put(self, item: Any) -> None:
         self._events.put(item)
@@ -159,7 +165,11 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._loaded = None
+        self._tokenizer = None
         self._caches: OrderedDict[str, Any] = OrderedDict()
+        # What each cache holds, published by the engine thread after every change so
+        # the meter can read it while a reply is being generated.
+        self._states: dict[str, CacheState] = {}
         self._max_idle_caches = max_idle_caches
         self._info: ModelInfo | None = None
         self._closed = False
@@ -167,6 +177,29 @@ class Engine:
         self._prefix_cache_settings = prefix_cache_settings
         self._budget_settings = budget_settings
         self._budget = None
+
+    @classmethod
+    def from_settings(cls, settings=None) -> Engine:
+        """An engine with the memory budget and prefix-cache cap of app settings.
+
+        Args:
+            settings: `AppSettings`; the user's saved settings when None.
+
+        The prefix cache itself is created later, on the engine thread: its module
+        imports MLX, which must not happen on a UI thread.
+        """
+        from app.core.engine.prefix_cache_settings import PrefixCacheSettings
+
+        if settings is None:
+            from app.core.settings import load_settings
+
+            settings = load_settings()
+        return cls(
+            budget_settings=settings.budget(),
+            prefix_cache_settings=PrefixCacheSettings(
+                disk_cap_bytes=settings.prefix_cache_disk_cap_bytes
+            ),
+        )
 
     # -- thread plumbing -------------------------------------------------------------
 
@@ -224,6 +257,14 @@ class Engine:
         """Load a model folder on the engine thread (blocking); drops all caches."""
         return self.submit(self._load, folder).result()
 
+    def load_demo(self) -> ModelInfo:
+        """Build the demo model on first use (on the engine thread), then load it."""
+        from app.core.engine.demo_model import ensure_demo_model
+
+        # Building writes MLX arrays, so it runs on the engine thread like all MLX work.
+        folder = self.submit(ensure_demo_model).result()
+        return self.load(folder)
+
     def load_async(self, folder: str | Path) -> Future:
         """Like `load` but returns a future."""
         return self.submit(self._load, folder)
@@ -234,7 +275,9 @@ class Engine:
         from app.core.engine.loader import load_model_folder
 
         self._caches.clear()
+        self._states.clear()
         self._loaded = None
+        self._tokenizer = None
         self._info = None
         mx.clear_cache()
         from app.core.engine import memory_guard
@@ -243,6 +286,7 @@ class Engine:
         memory_guard.check_before_load(folder, settings)
         loaded = load_model_folder(folder)
         self._loaded = loaded
+        self._tokenizer = PromptTokenizer(loaded.tokenizer)
         self._info = loaded.info
         self._budget = memory_guard.device_budget(loaded.info, settings)
         memory_guard.apply_backend_limits(self._budget)
@@ -326,27 +370,30 @@ class Engine:
 
     # -- prompts ---------------------------------------------------------------------
 
+    @property
+    def tokenizer(self) -> PromptTokenizer:
+        """The loaded model's tokenizer, safe to call from any thread.
+
+        Raises:
+            KnownError: No model is loaded.
+        """
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            raise KnownError("No model is loaded.")
+        return tokenizer
+
     def render(
         self, messages: list[dict], add_generation_prompt: bool = True
     ) -> list[int]:
-        """Return the token ids of ``messages`` under the model's chat template."""
-        return self.submit(self._render, messages, add_generation_prompt).result()
+        """Return the token ids of ``messages`` under the model's chat template.
 
-    def _render(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
-        loaded = self._require_model()
-        text = loaded.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=False
-        )
-        return list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        Runs on the calling thread (no MLX is involved), memoised by `PromptTokenizer`.
+        """
+        return self.tokenizer.render(messages, add_generation_prompt)
 
     def count_tokens(self, text: str) -> int:
-        """Return how many tokens ``text`` is, without special tokens."""
-        return self.submit(self._count_tokens, text).result()
-
-    def _count_tokens(self, text: str) -> int:
-        return len(
-            self._require_model().tokenizer.encode(text, add_special_tokens=False)
-        )
+        """Return how many tokens ``text`` is, without special tokens (any thread)."""
+        return self.tokenizer.count(text)
 
     # -- caches ----------------------------------------------------------------------
 
@@ -363,23 +410,33 @@ class Engine:
         self._caches[key] = cache
         self._caches.move_to_end(key)
         while len(self._caches) > self._max_idle_caches + 1:
-            self._caches.popitem(last=False)
+            self._forget(self._caches.popitem(last=False)[0])
         return cache
 
-    def cache_state(self, key: str) -> CacheState:
-        """Return the size of a conversation's cache (zeros if it has none)."""
-        return self.submit(self._cache_state, key).result()
-
-    def _cache_state(self, key: str) -> CacheState:
+    def _publish(self, key: str) -> None:
+        """Record what ``key``'s cache holds now (engine thread, after a change)."""
         cache = self._caches.get(key)
         if cache is None:
-            return CacheState(tokens=0, kv_bytes=0, kv_bits=16)
-        return CacheState(
+            self._states.pop(key, None)
+            return
+        self._states[key] = CacheState(
             tokens=cache.offset,
             kv_bytes=cache.nbytes,
             kv_bits=cache.bits_in_use,
             next_position=cache.next_position,
         )
+
+    def _forget(self, key: str) -> None:
+        self._caches.pop(key, None)
+        self._states.pop(key, None)
+
+    def cache_state(self, key: str) -> CacheState:
+        """Return the size of a conversation's cache (zeros if it has none).
+
+        Answers at once from any thread, also while the engine is generating: it reads
+        what the engine thread published after the cache last changed.
+        """
+        return self._states.get(key) or CacheState(tokens=0, kv_bytes=0, kv_bits=16)
 
     def cached_token_ids(self, key: str) -> list[int]:
         """Return the token ids a conversation's cache holds."""
@@ -389,7 +446,7 @@ class Engine:
 
     def drop_cache(self, key: str) -> None:
         """Forget a conversation's cache (its next turn re-prefills)."""
-        self.submit(self._caches.pop, key, None).result()
+        self.submit(self._forget, key).result()
 
     def live_kv_bytes(self) -> int:
         """Bytes held by every conversation cache (safe from any thread, approximate)."""
@@ -404,6 +461,7 @@ class Engine:
         kv: KVSettings,
         sampling: SamplingSettings,
         max_context: int | None = None,
+        cancel: CancelToken | None = None,
     ) -> TurnHandle:
         """Start a reply to a chat; the conversation's cache is reused and extended.
 
@@ -414,11 +472,12 @@ class Engine:
             sampling: Sampling settings.
             max_context: The conversation's token limit; a prompt that would pass it
                 (or the device's max safe context) is refused with a `BudgetError`.
+            cancel: Stops the reply after the current token (or prefill chunk).
 
         Returns:
             A handle streaming the turn's events.
         """
-        handle = TurnHandle()
+        handle = TurnHandle(cancel)
         started = time.perf_counter()
         self.submit(
             self._run_chat, key, messages, kv, sampling, handle, started, max_context
@@ -432,9 +491,10 @@ class Engine:
         kv: KVSettings,
         sampling: SamplingSettings,
         max_context: int | None = None,
+        cancel: CancelToken | None = None,
     ) -> TurnHandle:
         """Start a reply to already-tokenized prompt ids on a conversation's cache."""
-        handle = TurnHandle()
+        handle = TurnHandle(cancel)
         started = time.perf_counter()
         self.submit(
             functools.partial(self._run_ids, max_context=max_context),
@@ -451,7 +511,7 @@ class Engine:
         self, key, messages, kv, sampling, handle, started, max_context=None
     ) -> None:
         try:
-            prompt_ids = self._render(messages, True)
+            prompt_ids = self.render(messages, True)
             prefix_len = self._system_prefix_length(messages, prompt_ids)
         except BaseException as exc:
             handle._put(_Failure(exc))
@@ -472,7 +532,7 @@ class Engine:
         """Tokens of the leading system message, when they are a prefix of the prompt."""
         if not messages or messages[0].get("role") != "system":
             return 0
-        prefix = self._render(messages[:1], False)
+        prefix = self.render(messages[:1], False)
         return len(prefix) if prompt_ids[: len(prefix)] == prefix else 0
 
     def _attach_prefix(self, cache, prompt_ids: list[int], kv: KVSettings) -> str:
@@ -529,7 +589,8 @@ class Engine:
 
         freed = self.prefix_cache.drop_memory() if self._prefix_cache is not None else 0
         while len(self._caches) > 1:
-            _, cache = self._caches.popitem(last=False)
+            key, cache = self._caches.popitem(last=False)
+            self._states.pop(key, None)
             freed += cache.nbytes
         mx.clear_cache()
         return freed
@@ -559,7 +620,7 @@ class Engine:
                 prompt_ids,
                 kv,
                 sampling,
-                is_cancelled=handle._cancel.is_set,
+                is_cancelled=handle._cancel,
                 emit=handle._put,
                 reuse_source=source,
                 started=started,
@@ -571,6 +632,7 @@ class Engine:
         except BaseException as exc:
             handle._put(_Failure(exc))
         finally:
+            self._publish(key)
             if finish:
                 handle._put(_DONE)
 
@@ -591,9 +653,12 @@ class Engine:
 
         started = time.perf_counter()
         cache = self._cache_for(key, kv)
-        reused, computed = prefill_only(
-            self._require_model(), cache, ids, kv, exact=exact
-        )
+        try:
+            reused, computed = prefill_only(
+                self._require_model(), cache, ids, kv, exact=exact
+            )
+        finally:
+            self._publish(key)
         return PrefillReport(
             seconds=time.perf_counter() - started,
             reused_tokens=reused,
@@ -619,7 +684,10 @@ class Engine:
         cache = self._caches.get(key)
         if cache is None:
             raise KeyError(f"no cache for {key!r}")
-        computed = cache.splice(keep, drop_until, insert_ids)
+        try:
+            computed = cache.splice(keep, drop_until, insert_ids)
+        finally:
+            self._publish(key)
         return PrefillReport(
             seconds=time.perf_counter() - started,
             reused_tokens=cache.offset - computed,
@@ -634,6 +702,7 @@ class Engine:
         prompt_ids: list[int],
         kv: KVSettings,
         sampling: SamplingSettings,
+        cancel: CancelToken | None = None,
     ) -> TurnHandle:
         """Generate on top of a conversation's cache, then take the request off again.
 
@@ -641,7 +710,7 @@ class Engine:
         request is prefilled; afterwards the cache is trimmed back to the part of the
         history the request shared, so the conversation continues as before.
         """
-        handle = TurnHandle()
+        handle = TurnHandle(cancel)
         started = time.perf_counter()
         self.submit(self._run_side, key, prompt_ids, kv, sampling, handle, started)
         return handle
@@ -657,6 +726,7 @@ class Engine:
             cache = self._caches.get(key)
             if cache is not None:
                 cache.trim_to(min(shared, cache.offset))
+                self._publish(key)
             handle._put(_DONE)
 
     # -- memory ----------------------------------------------------------------------
