@@ -114,6 +114,7 @@ class RichTextView(QWidget):
         self._code_blocks: tuple[str, ...] = ()
         self._theme: MarkdownTheme | None = None
         self._style_sheet = ""
+        self._pieces_style = ""  # the style sheet of the documents shown
         self._renderer: IncrementalMarkdown | None = None
         self._generation = 0  # bumped whenever the shown content is replaced
         self._rendering = False  # a render (worker or sliced layout) is under way
@@ -145,7 +146,7 @@ class RichTextView(QWidget):
         """Whether a render has not reached the screen yet."""
         return self._rendering or self._wanted is not None
 
-    def toPlainText(self) -> str:  # noqa: N802 (QTextEdit's name, which callers use)
+    def toPlainText(self) -> str:  # QTextEdit's name, which callers use
         """The text shown, without markup."""
         parts = [d.toPlainText() for d in (*self._sealed, self._live)]
         return "\n".join(p for p in parts if p)
@@ -190,7 +191,7 @@ class RichTextView(QWidget):
         text, theme = self._wanted
         self._wanted = None
         if theme != self._theme or self._renderer is None:
-            self._replace_content()
+            # What is shown stays until the new render replaces it (no blank flash).
             self._theme = theme
             self._style_sheet = document_style_sheet(theme)
             self._renderer = IncrementalMarkdown(theme)
@@ -223,8 +224,15 @@ class RichTextView(QWidget):
         self._code_blocks = result.code_blocks
         self._shown_text = text
         sealed = len(self._sealed_blocks)
-        if tuple(self._sealed_blocks) != result.blocks[:sealed]:
-            self._drop_sealed()  # a document-wide change (a late link definition)
+        if (
+            self._pieces_style != self._style_sheet
+            or tuple(self._sealed_blocks) != result.blocks[:sealed]
+        ):
+            # Other colours, other text, or a document-wide change (a late link
+            # definition): lay everything out again.
+            self._drop_sealed()
+            self._pieces_style = self._style_sheet
+            self._live_html = None
             sealed = 0
         groups: list[list[str]] = []
         group: list[str] = []
@@ -287,7 +295,7 @@ class RichTextView(QWidget):
         return document
 
     def _replace_content(self) -> None:
-        """Forget what is shown (new text or colours): renders under way are dropped."""
+        """Forget what is shown (plain text replaces it); renders under way are dropped."""
         self._generation += 1
         self._renderer = None  # a dropped render may still be using it on the worker
         self._drop_sealed()

@@ -11,7 +11,7 @@ from PySide6.QtGui import QGuiApplication, QTextDocument
 from app.bench.ui_responsiveness import long_markdown_reply
 from app.core.text import incremental_markdown
 from app.core.text.markdown_html import render_markdown
-from app.core.text.markdown_theme import DARK_THEME, LIGHT_THEME
+from app.core.text.markdown_theme import DARK_THEME, LIGHT_THEME, document_style_sheet
 from app.ui.background import TaskSet
 from app.ui.rich_text_view import SEAL_CHARS, SYNC_CHARS, RichTextView
 
@@ -154,3 +154,17 @@ def test_a_renderer_failure_shows_the_text_as_typed(view, monkeypatch, caplog):
     assert view.toPlainText() == "**bold** text"
     assert not view.busy
     assert "rendering Markdown failed" in caplog.text
+
+
+def test_a_theme_change_keeps_the_old_pieces_until_the_new_ones_are_ready(qtbot, view):
+    reply = long_markdown_reply(SYNC_CHARS * 3, seed=5)
+    view.set_markdown(reply, LIGHT_THEME)
+    _wait_until_shown(qtbot, view)
+    before = view.pieces
+    view.set_markdown(reply, DARK_THEME)
+    assert view.busy and view.pieces == before  # still showing the light pieces
+    _wait_until_shown(qtbot, view)
+    dark = document_style_sheet(DARK_THEME)
+    pieces = [*view._sealed, view._live]
+    assert all(p.document().defaultStyleSheet() == dark for p in pieces)
+    assert view.pieces == before

@@ -47,7 +47,7 @@ _BRACKET_RULES = ("link", "image", "footnote_ref")
 class _DepthBoundedBlockParser(ParserBlock):
     """The block parser, keeping text past the depth limit instead of dropping it."""
 
-    def tokenize(self, state: StateBlock, startLine: int, endLine: int) -> None:  # noqa: N803 (markdown-it's names)
+    def tokenize(self, state: StateBlock, startLine: int, endLine: int) -> None:
         if state.level < MAX_DEPTH:
             super().tokenize(state, startLine, endLine)
             return

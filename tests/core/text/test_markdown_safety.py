@@ -18,7 +18,7 @@ def document_of(qapp):
             super().__init__()
             self.loads: list[str] = []
 
-        def loadResource(self, kind, url):  # noqa: N802 (Qt's name)
+        def loadResource(self, kind, url):  # Qt's name
             self.loads.append(url.toString())
             return super().loadResource(kind, url)
 
