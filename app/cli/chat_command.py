@@ -84,6 +84,40 @@ def _preset_from_args(args, base):
     )
 
 
+def _run_turn(turn, show: bool):
+    """Loop over a turn's events, printing the reply and trims when ``show``."""
+    from app.core.chat.turn_events import Trimmed, TurnFinished
+    from app.core.engine.events import GenerationEvent
+
+    report = None
+    output_closed = False
+    for event in turn:
+        if isinstance(event, TurnFinished):
+            report = event.report
+        elif not show or output_closed:
+            continue
+        elif isinstance(event, GenerationEvent):
+            try:
+                print(event.text, end="", flush=True)
+            except BrokenPipeError:
+                # `swapless chat | head`: the reader has gone. The reply stops and is
+                # kept as interrupted; main() then ends the command quietly.
+                output_closed = True
+                turn.cancel()
+        elif isinstance(event, Trimmed):
+            o = event.outcome
+            _say(
+                f"[trimmed: {o.dropped_messages} messages summarised "
+                f"({o.summary_method}, {o.summary_tokens} tokens), cache "
+                f"{o.cache_method} in {o.cache_ms:.0f} ms"
+                + (f"; {o.note}" if o.note else "")
+                + "]"
+            )
+    if output_closed:
+        raise BrokenPipeError
+    return report
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the chat loop until stdin ends."""
     from app.cli.runtime import open_runtime
@@ -122,18 +156,6 @@ def run(args: argparse.Namespace) -> int:
         session.cancel()
 
     previous = signal.signal(signal.SIGINT, on_sigint) if interactive else None
-    output_closed = False
-
-    def stream_text(text: str) -> None:
-        nonlocal output_closed
-        if output_closed:
-            return
-        try:
-            print(text, end="", flush=True)
-        except BrokenPipeError:  # `swapless chat | head`: the reader has gone
-            output_closed = True
-            session.cancel()
-
     status = 0
     try:
         while True:
@@ -146,27 +168,12 @@ def run(args: argparse.Namespace) -> int:
             if not text.strip():
                 continue
             try:
-                if args.json:
-                    report = session.send(text)
-                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
-                    continue
                 if interactive:
                     print("swapless> ", end="", flush=True)
-                report = session.send(
-                    text,
-                    on_text=stream_text,
-                    on_trim=lambda o: _say(
-                        f"[trimmed: {o.dropped_messages} messages summarised "
-                        f"({o.summary_method}, {o.summary_tokens} tokens), cache "
-                        f"{o.cache_method} in {o.cache_ms:.0f} ms"
-                        + (f"; {o.note}" if o.note else "")
-                        + "]"
-                    ),
-                )
-                if output_closed:
-                    # The reply was stopped and saved as interrupted; main() ends
-                    # the command quietly, as for any reader that leaves early.
-                    raise BrokenPipeError
+                report = _run_turn(session.send(text), show=not args.json)
+                if args.json:
+                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
+                    continue
                 print(flush=True)
                 if interactive:
                     _say(
