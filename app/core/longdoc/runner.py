@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 from app.core.budget import BudgetSettings
@@ -184,9 +184,9 @@ class LongDocumentRunner:
         question = (question or "").strip() or DEFAULT_QUESTION
         preset, count = self.preset, self.engine.count_tokens
         # One streaming pass: only the segments' places are kept, never the text.
-        characters = _Characters(document.chunks())
         segments = [
-            s.span for s in stream_segments(characters, preset.segment_tokens, count)
+            s.span
+            for s in stream_segments(document.chunks(), preset.segment_tokens, count)
         ]
         if not segments:
             raise InputError(f"{document.name} contains no text.")
@@ -199,11 +199,18 @@ class LongDocumentRunner:
         answer = len(self.engine.render(answer_messages(system, question, "", total)))
         whole = len(self.engine.render(whole_messages(system, question, "")))
         notes = preset.summary_max_tokens
+        # Segments' tokens, without the whitespace between them and BPE merges across.
         document_tokens = sum(s.tokens for s in segments)
-        if document_tokens <= preset.max_context + JOIN_SLACK * len(segments):
-            # It might be read whole: count it exactly. Such a document is no longer
-            # than the context it fits in, so holding its text is bounded too.
-            document_tokens = count(document.read_text())
+        slack = JOIN_SLACK * len(segments)
+        safe = self.sizing.max_safe_context
+        whole_text = None
+        if document_tokens <= preset.max_context + slack or (
+            mode == "whole" and (safe is None or document_tokens <= safe + slack)
+        ):
+            # It may be read whole: count it exactly. Such a document is no longer
+            # than a context it fits in, so holding its text is bounded too.
+            whole_text = document.read_text()
+            document_tokens = count(whole_text)
         longest = max(s.tokens for s in segments)
         needs = ContextNeeds(
             document_tokens=document_tokens,
@@ -227,7 +234,8 @@ class LongDocumentRunner:
         )
         stored_segment_tokens = preset.segment_tokens
         if choice.mode == "whole":
-            segments = [SegmentSpan(0, 0, characters.count, document_tokens)]
+            length = len(whole_text if whole_text is not None else document.read_text())
+            segments = [SegmentSpan(0, 0, length, document_tokens)]
             stored_segment_tokens = document_tokens
         return RunPlan(
             question=question,
@@ -542,19 +550,6 @@ class LongDocumentRunner:
         stats = reply_stats(final)
         saver.finish(stats, stopped=final.finish_reason == "cancelled")
         return saver.text, message_id, final
-
-
-class _Characters:
-    """Passes text pieces on, counting their characters (the whole text's length)."""
-
-    def __init__(self, pieces: Iterable[str]):
-        self._pieces = pieces
-        self.count = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for piece in self._pieces:
-            self.count += len(piece)
-            yield piece
 
 
 def _drain(stream: Generator[str, None, GenerationEvent], parts: list[str]):
