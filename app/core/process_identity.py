@@ -10,7 +10,6 @@ a shared drive) it identifies one run of one process.
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 from dataclasses import dataclass
@@ -37,13 +36,18 @@ class ProcessIdentity:
     started_at: float
 
 
-@functools.cache
+_current: ProcessIdentity | None = None
+
+
 def current() -> ProcessIdentity:
     """Return the identity of this process."""
+    global _current
     pid = os.getpid()
-    return ProcessIdentity(
-        host=socket.gethostname(), pid=pid, started_at=_start_time(pid) or 0.0
-    )
+    if _current is None or _current.pid != pid:  # first call, or a forked child
+        _current = ProcessIdentity(
+            host=socket.gethostname(), pid=pid, started_at=_start_time(pid) or 0.0
+        )
+    return _current
 
 
 def is_running(identity: ProcessIdentity) -> bool:

@@ -12,12 +12,12 @@ writer is gone: a dead or replaced process, or a store of this process that was 
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import threading
 
 from sqlite_utils import Database
 
 from app.core import process_identity
-from app.core.errors import StoreError
 from app.core.process_identity import ProcessIdentity
 from app.core.store.base import StoreBase
 from app.core.store.records import format_time, utc_now
@@ -128,15 +128,24 @@ class WritersMixin(StoreBase):
             _open_tokens.discard(self._writer_token)
         if self._writer_row is None:
             return
+        conn = self._db.conn
         try:
-            with self._writing() as db:
-                db.execute(
-                    "DELETE FROM writers WHERE id = ?"
-                    " AND NOT EXISTS (SELECT 1 FROM messages WHERE writer_id = ?)"
-                    " AND NOT EXISTS (SELECT 1 FROM documents WHERE writer_id = ?)",
-                    [self._writer_row] * 3,
-                )
-        except StoreError:
+            with self._lock:
+                # One busy timeout at most, not `locking.while_busy`: closing must
+                # not wait on other processes for a row the next open can delete.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(
+                        "DELETE FROM writers WHERE id = ?"
+                        " AND NOT EXISTS (SELECT 1 FROM messages WHERE writer_id = ?)"
+                        " AND NOT EXISTS (SELECT 1 FROM documents WHERE writer_id = ?)",
+                        [self._writer_row] * 3,
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.rollback()
+                    raise
+        except sqlite3.Error:
             pass  # a full or locked disk: the next open deletes it instead
 
 
