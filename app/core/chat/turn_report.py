@@ -84,6 +84,34 @@ class TurnReport:
     summary_method: str = ""
     trim_note: str = ""
 
+    @classmethod
+    def from_final(cls, final, *, reply: str, **context) -> TurnReport:
+        """The report of a turn from its final `GenerationEvent`.
+
+        Args:
+            final: The turn's last event.
+            reply: The whole reply text.
+            **context: The store and limit fields (``conversation_id``,
+                ``message_id``, ``effective_max_context``, ``preset_max_context``).
+        """
+        return cls(
+            reply=reply,
+            prompt_tokens=final.prompt_tokens,
+            reused_tokens=final.reused_tokens,
+            reuse_source=final.reuse_source,
+            new_tokens=final.new_tokens,
+            generated_tokens=final.generated_tokens,
+            context_tokens=final.context_tokens,
+            kv_bytes=final.kv_bytes,
+            kv_bits=final.kv_bits,
+            ttft_s=final.ttft_s,
+            prefill_s=final.prefill_s,
+            tokens_per_s=final.tokens_per_s,
+            peak_memory_bytes=final.peak_memory_bytes,
+            finish_reason=final.finish_reason or "stop",
+            **context,
+        )
+
     def to_json(self) -> dict:
         """Return the report as a JSON-ready dict with rounded timings."""
         data = asdict(self)
