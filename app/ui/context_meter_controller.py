@@ -1,22 +1,28 @@
 """The context meter follows the open conversation, even while the model works elsewhere.
 
-Measurements (`ContextState`) come from the core through the worker, for whichever
-conversation asked; the controller keeps the newest one per conversation and shows the
-open conversation's. Opening a conversation shows its last known state at once (said to
-be the last measurement) and asks for a fresh one; while a reply streams in another
-conversation that request waits behind it, so the meter says so instead of going blank
-or showing the other conversation's numbers. `request_state` is the one place that asks:
-when the core can measure from any thread, it can answer directly.
+The numbers (`ContextState`) come from the core's `SessionRegistry`, which answers from
+any thread without waiting for the engine: opening a conversation measures it on a pool
+thread, so its own numbers show within moments even while a reply streams in another
+conversation (the worker's queue would hold the question until that reply ends). After
+each turn the worker reports the exact numbers from the live cache. The controller keeps
+the newest state per conversation and shows the open one's, marked as the last
+measurement until the fresh one arrives; a measurement started before a newer one
+arrived is dropped, so an old count never replaces a new one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 
-WAITING = "measured after the reply being written elsewhere"
+from app.ui.background import TaskSet
+
+log = logging.getLogger(__name__)
+
 LAST_KNOWN = "last measured"
+MEASURING = "measuring…"
 
 
 class ContextMeterController(QObject):
@@ -38,10 +44,14 @@ class ContextMeterController(QObject):
         self._current = current
         self._models = models
         self._turns = turns
+        self._sessions = worker.sessions
+        self._tasks = TaskSet(self)
         self._states: dict[int | None, object] = {}
         self._waiting: set[int | None] = set()
+        # Bumped by every state that arrives: a measurement older than it is dropped.
+        self._arrivals: dict[int | None, int] = {}
         self.request_state: Callable[[int | None, object], None] = (
-            worker.measure_context
+            self._measure_in_background
         )
         worker.context_measured.connect(self._on_worker_context_measured)
         worker.chunk_received.connect(self._on_worker_chunk_received)
@@ -58,11 +68,36 @@ class ContextMeterController(QObject):
 
     def measure(self) -> None:
         """Ask for the open conversation's state now."""
-        if self._models.info is None:
+        if self._models.info is None or self._models.loading:
             return
         cid = self._current.conversation_id
         self._waiting.add(cid)
         self.request_state(cid, self._current.preset() if cid is None else None)
+        self._show()
+
+    def _measure_in_background(self, conversation_id: int | None, preset) -> None:
+        sessions = self._sessions
+        seen = self._arrivals.get(conversation_id, 0)
+
+        def work(_report):
+            if conversation_id is None:
+                return sessions.new_chat_state(preset)
+            return sessions.context_state(conversation_id)
+
+        def finished(state) -> None:
+            if self._arrivals.get(conversation_id, 0) == seen:
+                self._on_worker_context_measured(state)
+
+        self._tasks.start(
+            work,
+            on_finished=finished,
+            on_failed=lambda exc: self._on_measure_failed(conversation_id, exc),
+        )
+
+    def _on_measure_failed(self, conversation_id, exc: Exception) -> None:
+        # The meter is informative: a failed measurement leaves the last one shown.
+        log.warning("measuring conversation %s failed", conversation_id, exc_info=exc)
+        self._waiting.discard(conversation_id)
         self._show()
 
     def _show(self) -> None:
@@ -72,15 +107,15 @@ class ContextMeterController(QObject):
             self._meter.set_state(None)
         elif cid not in self._waiting:
             self._meter.set_state(state)
-        elif self._turns.busy and self._turns.live_conversation_id != cid:
-            self._meter.set_state(state, LAST_KNOWN if state else WAITING)
         else:
-            self._meter.set_state(state, LAST_KNOWN if state else "measuring…")
+            self._meter.set_state(state, LAST_KNOWN if state else MEASURING)
 
     def _on_worker_context_measured(self, state) -> None:
-        self._states[state.conversation_id] = state
-        self._waiting.discard(state.conversation_id)
-        if state.conversation_id == self._current.conversation_id:
+        cid = state.conversation_id
+        self._states[cid] = state
+        self._arrivals[cid] = self._arrivals.get(cid, 0) + 1
+        self._waiting.discard(cid)
+        if cid == self._current.conversation_id:
             self._show()
 
     def _on_worker_chunk_received(self, conversation_id: int, _text: str) -> None:

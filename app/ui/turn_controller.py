@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.core.errors import KnownError
 from app.core.model_catalog import has_random_weights
-from app.core.notice_words import summary_origin
+from app.core.notice_words import messages_noun, summary_origin
 from app.core.store.conversations import make_title
 from app.ui.dialogs import show_error, show_failure
 
@@ -95,6 +95,7 @@ class TurnController(QObject):
         worker.conversation_started.connect(self._on_worker_conversation_started)
         worker.chunk_received.connect(self._on_worker_chunk_received)
         worker.prefill_progressed.connect(self._on_worker_prefill_progressed)
+        worker.trim_started.connect(self._on_worker_trim_started)
         worker.trim_happened.connect(self._on_worker_trim_happened)
         worker.generation_finished.connect(self._on_worker_generation_finished)
         worker.generation_failed.connect(self._on_worker_generation_failed)
@@ -306,6 +307,10 @@ class TurnController(QObject):
     ) -> None:
         if total and self.live_conversation_id == conversation_id:
             self.set_footer(f"Reading the prompt… {100 * done // total}%")
+
+    def _on_worker_trim_started(self, conversation_id: int, event) -> None:
+        if self.live_conversation_id == conversation_id:
+            self.set_footer(f"Summarising {messages_noun(event.dropped_messages)}…")
 
     def _on_worker_trim_happened(self, conversation_id: int, outcome) -> None:
         log.info(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.ui.context_meter_controller import LAST_KNOWN, WAITING
+from app.ui.context_meter_controller import LAST_KNOWN
 from app.ui.context_meter_view import meter_text
-from app.ui.generation_worker import ContextState
+from app.core.budget.context_state import ContextState
 
 
 def test_the_context_meter_follows_the_conversation(qtbot, window, send, quick_preset):
@@ -33,23 +33,35 @@ def test_the_context_meter_follows_the_conversation(qtbot, window, send, quick_p
 def test_the_context_meter_estimates_a_reopened_conversation(qtbot, window, send):
     conversation_id, report = send(window, "Remember me")
     window.current.new_chat()
-    with qtbot.waitSignal(
-        window.worker.context_measured,
+    meter = window.context_meter
+    qtbot.waitUntil(
+        lambda: meter.state is not None and meter.state.conversation_id is None,
         timeout=5000,
-        check_params_cb=lambda state: state.conversation_id == conversation_id,
-    ):
-        window.current.open(conversation_id)
-    qtbot.waitUntil(lambda: window.context_meter.state is not None, timeout=2000)
-    assert window.context_meter.state.tokens > 0
+    )
+    window.current.open(conversation_id)
+    qtbot.waitUntil(
+        lambda: meter.state.conversation_id == conversation_id and not meter.note,
+        timeout=5000,
+    )
+    assert meter.state.tokens == report.context_tokens  # its live cache, measured
 
 
 def test_the_meter_shows_the_open_conversation_while_another_one_streams(
-    qtbot, window, send, quick_preset
+    qtbot, window, send, store, quick_preset
 ):
     first, _ = send(window, "A short first conversation")
     meter = window.context_meter
-    qtbot.waitUntil(lambda: window.meter.state(first) is not None, timeout=5000)
+    # The worker's exact numbers after the turn (not the new chat's estimate).
+    qtbot.waitUntil(
+        lambda: (
+            window.meter.state(first) is not None and window.meter.state(first).exact
+        ),
+        timeout=5000,
+    )
     first_state = window.meter.state(first)
+    never = store.create_conversation("never opened", model=window.models.info.folder)
+    store.add_message(never, "user", "An old question")
+    store.add_message(never, "assistant", "An old answer")
     window.current.new_chat()
     window.current.set_preset(quick_preset(max_tokens=4000))
     with qtbot.waitSignal(window.turns.live_text_changed, timeout=30_000) as blocker:
@@ -58,33 +70,22 @@ def test_the_meter_shows_the_open_conversation_while_another_one_streams(
     window.current.open(first)
     # At once, while the model still writes the other reply: this conversation's own
     # numbers, said to be the last measurement, never the other one's.
-    assert window.turns.busy and window.turns.live_conversation_id == streaming
+    assert window.turns.live_conversation_id == streaming
     assert meter.state is first_state and meter.note == LAST_KNOWN
     assert meter.text_label.full_text.endswith(f"({LAST_KNOWN})")
-    streamed = meter.streamed
-    qtbot.wait(300)
-    assert meter.streamed == streamed  # the other reply's tokens are not counted here
-    with qtbot.waitSignal(window.turns.reply_finished, timeout=30_000):
-        window.turns.stop()
-    qtbot.waitUntil(lambda: meter.note == "", timeout=5000)
+    qtbot.waitUntil(lambda: meter.note == "", timeout=5000)  # measured afresh
     assert meter.state.conversation_id == first
-
-
-def test_a_conversation_never_measured_says_it_waits(qtbot, window, send, store):
-    other = store.create_conversation("never opened", model=window.models.info.folder)
-    store.add_message(other, "user", "An old question")
-    store.add_message(other, "assistant", "An old answer")
-    window.current.new_chat()
-    with qtbot.waitSignal(window.turns.live_text_changed, timeout=30_000):
-        window.current.set_preset(window.current.preset().with_changes(max_tokens=4000))
-        window.turns.send("Keep the model busy")
-    window.current.open(other)
-    assert window.context_meter.state is None
-    assert window.context_meter.text_label.full_text == WAITING
+    # A conversation never measured before is measured while the reply streams on.
+    window.current.open(never)
+    qtbot.waitUntil(
+        lambda: meter.state is not None and meter.state.conversation_id == never,
+        timeout=5000,
+    )
+    assert window.turns.busy and window.turns.live_conversation_id == streaming
+    assert meter.state.tokens > 0 and not meter.state.exact
+    assert meter.streamed == 0  # the other reply's tokens are not counted here
     with qtbot.waitSignal(window.turns.reply_finished, timeout=30_000):
         window.turns.stop()
-    qtbot.waitUntil(lambda: window.context_meter.state is not None, timeout=5000)
-    assert window.context_meter.state.conversation_id == other
 
 
 def test_meter_text_marks_estimates_and_a_lower_device_limit():
