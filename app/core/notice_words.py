@@ -42,12 +42,17 @@ def summary_origin(method: str, preset_summary_mode: str, random_weights: bool) 
 
 
 def trim_notice(dropped_messages: int, summary_method: str) -> str:
-    """The notice after a trim (the card in the chat shows the summary)."""
-    how = "the model wrote it" if summary_method == MODEL else "Swapless wrote it"
+    """The notice after a trim (the card in the chat shows the summary).
+
+    Args:
+        dropped_messages: Messages this trim newly summarised (the card counts every
+            message its summary stands for, earlier trims' included).
+        summary_method: ``model`` or ``extractive``.
+    """
+    who = "the model" if summary_method == MODEL else "Swapless"
     return (
-        f"Summarised {messages_noun(dropped_messages)} to keep this conversation within "
-        f"its context limit ({how}). The card in the chat shows the summary and the "
-        "original messages."
+        f"{messages_noun(dropped_messages).capitalize()} went into the summary at the top "
+        f"of the chat (written by {who}) to keep the conversation within its limit."
     )
 
 

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QTextBrowser,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -38,6 +37,7 @@ from app.core.text.markdown_html import (
     render_markdown,
 )
 from app.ui.sending_text_edit import SendingTextEdit
+from app.ui.small_button import small_button
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 COPIED_FEEDBACK_MS = 1500
@@ -111,15 +111,6 @@ class RichTextView(QTextBrowser):
             QDesktopServices.openUrl(url)
 
 
-def _small_button(text: str, tooltip: str) -> QToolButton:
-    button = QToolButton()
-    button.setText(text)
-    button.setToolTip(tooltip)
-    button.setAutoRaise(True)
-    button.setCursor(Qt.CursorShape.PointingHandCursor)
-    return button
-
-
 class MessageView(QFrame):
     """A user message or a reply.
 
@@ -163,18 +154,18 @@ class MessageView(QFrame):
         self.role_label = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
         header.addWidget(self.role_label)
         header.addStretch(1)
-        self.copy_button = _small_button("Copy", "Copy this message")
+        self.copy_button = small_button("Copy", "Copy this message")
         self.copy_button.clicked.connect(self._on_copy_button_clicked)
         self._copied_timer = QTimer(self)
         self._copied_timer.setSingleShot(True)
         self._copied_timer.setInterval(COPIED_FEEDBACK_MS)
         self._copied_timer.timeout.connect(self._on_copied_timer_timeout)
         header.addWidget(self.copy_button)
-        self.edit_button = _small_button("Edit", "Edit this message and send it again")
+        self.edit_button = small_button("Edit", "Edit this message and send it again")
         self.edit_button.clicked.connect(self._on_edit_button_clicked)
         self.edit_button.setVisible(role == "user" and not read_only)
         header.addWidget(self.edit_button)
-        self.regenerate_button = _small_button("Regenerate", "Write this reply again")
+        self.regenerate_button = small_button("Regenerate", "Write this reply again")
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.regenerate_button.hide()
         header.addWidget(self.regenerate_button)

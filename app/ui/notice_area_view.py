@@ -10,19 +10,19 @@ text is plain and elided; the whole of it is in the tooltip.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QSizePolicy,
-    QToolButton,
     QWidget,
 )
 
 from app.ui.elided_label import ElidedLabel
 from app.ui.plain_text import plain_tooltip
+from app.ui.small_button import small_button
 
 KIND_COLOURS = {
     # (marker, background) readable on light and dark palettes
@@ -56,11 +56,11 @@ class NoticeAreaView(QFrame):
             QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed
         )
         layout.addWidget(self.text_label, 1)
-        self.previous_button = self._tool_button("‹", "Previous notice")
+        self.previous_button = small_button("‹", "Previous notice")
         self.previous_button.clicked.connect(self.previous_requested)
         self.position_label = QLabel()
         self.position_label.setObjectName("noticePosition")
-        self.next_button = self._tool_button("›", "Next notice")
+        self.next_button = small_button("›", "Next notice")
         self.next_button.clicked.connect(self.next_requested)
         for widget in (self.previous_button, self.position_label, self.next_button):
             layout.addWidget(widget)
@@ -68,7 +68,7 @@ class NoticeAreaView(QFrame):
         self.action_button.setObjectName("noticeAction")
         self.action_button.clicked.connect(self._on_action_button_clicked)
         layout.addWidget(self.action_button)
-        self.close_button = self._tool_button("✕", "Dismiss this notice")
+        self.close_button = small_button("✕", "Dismiss this notice")
         self.close_button.clicked.connect(self._on_close_button_clicked)
         layout.addWidget(self.close_button)
         # The height of a line with a button, whether or not one is shown now.
@@ -129,15 +129,6 @@ class NoticeAreaView(QFrame):
             self.close_button,
         ):
             widget.hide()
-
-    @staticmethod
-    def _tool_button(text: str, tooltip: str) -> QToolButton:
-        button = QToolButton()
-        button.setText(text)
-        button.setToolTip(tooltip)
-        button.setAutoRaise(True)
-        button.setCursor(Qt.CursorShape.PointingHandCursor)
-        return button
 
     def _on_action_button_clicked(self) -> None:
         if self.key is not None:

@@ -126,10 +126,9 @@ def _snapshot():
 
 
 def _context_state():
-    from types import SimpleNamespace
+    from app.core.budget.context_state import ContextState
 
-    # The meter reads these fields of a `ContextState`.
-    return SimpleNamespace(
+    return ContextState(
         conversation_id=1,
         tokens=1500,
         effective_limit=4096,

@@ -128,6 +128,7 @@ class _Session:
 
         window = self.window
         window.sampler.blockSignals(True)  # real samples would clear the staged one
+        self.pause(800)  # samples already on their way land first
         real = window.sampler.latest or window.memory_gauge.snapshot
         available = int(real.total_bytes * STAGED_FREE_FRACTION)
         signals = pressure_signals(available_fraction=STAGED_FREE_FRACTION)

@@ -27,7 +27,11 @@ def test_summary_origin_says_why_the_model_did_not_write_it():
 
 def test_trim_notice_counts_messages_without_cache_jargon():
     text = trim_notice(1, "extractive")
-    assert text.startswith("Summarised 1 earlier message to keep")
+    assert text.startswith(
+        "1 earlier message went into the summary at the top of the chat"
+    )
+    assert "(written by Swapless)" in text
+    assert "(written by the model)" in trim_notice(3, "model")
     assert "splice" not in text and "ms" not in text.split()
 
 
