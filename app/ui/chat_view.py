@@ -56,7 +56,7 @@ class ChatView(QWidget):
         self._keys: dict[QWidget, tuple] = {}
         self._live_user: MessageView | None = None
         self._live_reply: MessageView | None = None
-        self._live_text = ""
+        self._text_to_render = ""
         self._adoptable: list[MessageView] = []
         self._throttle = Throttle(self._flush_live_text, parent=self)
 
@@ -217,7 +217,7 @@ class ChatView(QWidget):
             self._live_user.setProperty("live", True)
             self._layout.insertWidget(self._live_index(), self._live_user)
             self._live_user.show()
-        self._live_text = reply_so_far
+        self._text_to_render = reply_so_far
         self._live_reply = MessageView(
             "assistant", reply_so_far, self._theme, read_only=True
         )
@@ -232,7 +232,7 @@ class ChatView(QWidget):
         """Show ``text`` as the reply so far (rendered on the next tick)."""
         if self._live_reply is None:
             return
-        self._live_text = text
+        self._text_to_render = text
         self._throttle.trigger()
 
     def set_live_footer(self, text: str) -> None:
@@ -254,7 +254,7 @@ class ChatView(QWidget):
 
     def _flush_live_text(self) -> None:
         if self._live_reply is not None:
-            self._live_reply.set_text(self._live_text)
+            self._live_reply.set_text(self._text_to_render)
             self._live_reply.set_footer("Writing…")
 
     def _clear_live(self) -> None:
@@ -264,7 +264,7 @@ class ChatView(QWidget):
                 self._layout.removeWidget(widget)
                 widget.deleteLater()
         self._live_user = self._live_reply = None
-        self._live_text = ""
+        self._text_to_render = ""
         self._update_empty_hint()
 
     # -- editing -----------------------------------------------------------------------
