@@ -23,6 +23,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -93,19 +94,23 @@ class _Soak:
                 self.warnings.append(message)
 
         previous_handler = qInstallMessageHandler(on_qt_message)
-        previous_hook = sys.excepthook
+        previous_hooks = (sys.excepthook, threading.excepthook)
         sys.excepthook = self._on_exception
+        threading.excepthook = self._on_thread_exception
         app = QApplication.instance() or QApplication(["swapless-soak"])
         collector = MainThreadGarbageCollector()
         try:
             return self._run_window(app)
         finally:
             collector.stop()
-            sys.excepthook = previous_hook
+            sys.excepthook, threading.excepthook = previous_hooks
             qInstallMessageHandler(previous_handler)
 
     def _on_exception(self, kind, value, tb) -> None:
         self.exceptions.append("".join(traceback.format_exception(kind, value, tb)))
+
+    def _on_thread_exception(self, args) -> None:
+        self._on_exception(args.exc_type, args.exc_value, args.exc_traceback)
 
     def _run_window(self, app) -> str:
         from app.core.settings import AppSettings

@@ -350,6 +350,7 @@ class TurnController(QObject):
             # A refused message was not stored: give it back rather than lose it.
             if (
                 live is not None
+                and not live.left
                 and live.kind in ("send", "edit", "document")
                 and not self._was_saved(conversation_id, live.request_text)
                 and not self._composer.text().strip()
