@@ -320,7 +320,7 @@ def assess(
 
 
 def _fits_summary(verdict: ModelVerdict) -> str:
-    parts = []
+    parts, usable = [], []
     for bits in ("16", "8", "4"):
         if bits not in verdict.max_safe_context:
             continue
@@ -331,20 +331,22 @@ def _fits_summary(verdict: ModelVerdict) -> str:
             text = "not limited by memory"
         else:
             text = format_tokens(value)
+            usable.append(bits)
+        if verdict.capped_by_training(bits):
+            text += " (trained context)"
         parts.append(f"{bits}-bit {text}")
     if not parts:
         return "Fits in memory."
     if verdict.trained_context is None:
         return "Fits. Max safe context: " + ", ".join(parts) + "."
-    summary = "Fits. Usable context: " + ", ".join(parts) + "."
-    capped = [b for b in ("16", "8", "4") if verdict.capped_by_training(b)]
-    if capped:
-        where = "" if len(capped) == len(parts) else f" at {'/'.join(capped)}-bit"
-        summary += (
-            f" {format_tokens(verdict.trained_context)} is the context the model was "
-            f"trained for; memory would allow more{where}."
+    capped = [b for b in usable if verdict.capped_by_training(b)]
+    if capped and capped == usable:
+        return (
+            f"Fits. Usable context: {format_tokens(verdict.trained_context)} at "
+            f"{'/'.join(usable)}-bit, the context the model was trained for (memory "
+            "would allow more)."
         )
-    return summary
+    return "Fits. Usable context: " + ", ".join(parts) + "."
 
 
 def has_random_weights(folder: str | Path) -> bool:

@@ -142,8 +142,10 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
     assert verdict.trained_context == 16384
     assert verdict.max_safe_context["16"] > 16384
     verdict_text = dialog.table.item(0, 3).text()
-    assert verdict_text.startswith("Fits. Usable context: 16-bit 16K tokens, 8-bit 16K")
-    assert "16K tokens is the context the model was trained for" in verdict_text
+    assert verdict_text == (
+        "Fits. Usable context: 16K tokens at 16/8/4-bit, the context the model was "
+        "trained for (memory would allow more)."
+    )
     dialog.select_path(snapshot)
     details = dialog.details.toPlainText()
     assert "usable context 16K tokens (the trained context; memory allows" in details
