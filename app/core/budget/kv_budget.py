@@ -15,9 +15,15 @@ mlx-lm caches. Three facts of mlx-lm 0.32 shape the arithmetic:
 
 Sliding-window layers hold at most their window, and are counted unquantized whatever
 the bits, because mlx-lm cannot quantize a ``RotatingKVCache`` (``to_quantized`` raises
-``NotImplementedError``). During the prefill of a chunk of ``S`` tokens a sliding layer
-briefly holds up to ``window - 1 + S`` tokens until the next token trims it. Constant
-state layers (linear attention, SSM) cost the same at any length once used.
+``NotImplementedError``) and the engine keeps them at the activation dtype. During the
+prefill of a chunk of ``S`` tokens a sliding layer briefly holds up to
+``window - 1 + S`` tokens until the next token trims it. Constant state layers (linear
+attention, SSM) cost the same at any length once used.
+
+Bounded layers (sliding and state) cannot always drop their newest tokens, so the engine
+keeps up to `STATE_CHECKPOINTS` copies of them at message boundaries for turn reuse and
+trims (`app.core.engine.cache_checkpoints`). Those copies are part of the fixed bytes
+the budget sets aside (`fixed_kv_bytes`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ UNQUANTIZED_BITS = 16
 VALID_KV_BITS = (16, 8, 4)
 VALID_GROUP_SIZES = (32, 64, 128)
 VALID_ACT_DTYPE_BYTES = (2, 4)
+STATE_CHECKPOINTS = 3
+"""Checkpoints of the bounded layers a conversation keeps: the system prompt's, and the
+ends of the last prompt and the last reply (where the next turn resumes)."""
 
 
 def round_up_to_step(tokens: int) -> int:
@@ -176,10 +185,10 @@ def kv_bytes_at(
     return total
 
 
-def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
-    """The most the non-growing layers can hold: full sliding windows plus all state.
-
-    The memory budget sets this aside before dividing the rest by `bytes_per_token`.
+def bounded_kv_bytes(
+    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+) -> int:
+    """The most the non-growing layers hold live: full sliding windows plus all state.
 
     Args:
         geometry: The model.
@@ -194,6 +203,27 @@ def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) 
         elif layer.kind is LayerKind.STATE:
             total += layer.state_bytes(act)
     return total
+
+
+def checkpoint_bytes(
+    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+) -> int:
+    """Bytes of one state checkpoint: a copy of every bounded layer at its largest."""
+    return bounded_kv_bytes(geometry, act_dtype_bytes)
+
+
+def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
+    """What the memory budget sets aside before dividing the rest by `bytes_per_token`.
+
+    The bounded layers at their largest, plus `STATE_CHECKPOINTS` checkpoints of them
+    (0 for a model whose every layer is full attention).
+
+    Args:
+        geometry: The model.
+        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+    """
+    live = bounded_kv_bytes(geometry, act_dtype_bytes)
+    return live + STATE_CHECKPOINTS * checkpoint_bytes(geometry, act_dtype_bytes)
 
 
 def prefill_scores_bytes(

@@ -50,16 +50,20 @@ class CacheState:
 
     Attributes:
         tokens: Tokens the cache holds.
-        kv_bytes: Bytes its arrays occupy.
-        kv_bits: Precision of the stored entries.
+        kv_bytes: Bytes its live arrays occupy (every layer kind).
+        kv_bits: Precision of the growing (full-attention) entries.
         next_position: Rotary position of the next token (ahead of ``tokens`` after
             splices).
+        kv_layers: Which entries are at which precision (`events.LayerGroup`s).
+        checkpoint_bytes: Bytes of the state checkpoints kept for turn reuse.
     """
 
     tokens: int
     kv_bytes: int
     kv_bits: int
     next_position: int = 0
+    kv_layers: tuple = ()
+    checkpoint_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -308,7 +312,9 @@ class Engine:
         if limits:
             check_request_fits(len(prompt_ids), sampling.max_tokens, min(limits))
         if self._budget is not None:
-            held = sum(c.nbytes for c in self._caches.values())
+            # Checkpoints of sliding/recurrent state count too (the budget's fixed part
+            # sets room aside for them).
+            held = sum(c.resident_bytes for c in self._caches.values())
             if self._prefix_cache is not None:
                 held += self._prefix_cache.memory_bytes
             self._budget.check_growth(
@@ -379,6 +385,8 @@ class Engine:
             kv_bytes=cache.nbytes,
             kv_bits=cache.bits_in_use,
             next_position=cache.next_position,
+            kv_layers=cache.layer_groups(),
+            checkpoint_bytes=cache.checkpoint_nbytes,
         )
 
     def cached_token_ids(self, key: str) -> list[int]:
@@ -392,8 +400,11 @@ class Engine:
         self.submit(self._caches.pop, key, None).result()
 
     def live_kv_bytes(self) -> int:
-        """Bytes held by every conversation cache (safe from any thread, approximate)."""
-        return sum(cache.nbytes for cache in list(self._caches.values()))
+        """Bytes held by every conversation cache (safe from any thread, approximate).
+
+        Includes the state checkpoints kept for turn reuse.
+        """
+        return sum(cache.resident_bytes for cache in list(self._caches.values()))
 
     # -- generation ------------------------------------------------------------------
 
@@ -477,18 +488,13 @@ class Engine:
 
     def _attach_prefix(self, cache, prompt_ids: list[int], kv: KVSettings) -> str:
         """Fill an empty conversation cache from the prefix cache; return the source."""
-        import copy
-
         if cache.offset or self._info is None:
             return "memory"
         found = self.prefix_cache.lookup(self._info.identity, kv, prompt_ids)
         if found is None:
             return "memory"
         entry, source = found
-        cache.layers = copy.deepcopy(entry.layers)
-        cache.token_ids = list(entry.token_ids)
-        cache.positions = []
-        cache.sync_positions()
+        cache.adopt(entry.layers, entry.token_ids)
         return source
 
     def _remember_prefix(
@@ -502,9 +508,14 @@ class Engine:
         prefix = prompt_ids[:prefix_len]
         if cache.token_ids[:prefix_len] != prefix:
             return
-        if not self.prefix_cache.contains(self._info.identity, kv, prefix):
+        if self.prefix_cache.contains(self._info.identity, kv, prefix):
+            return
+        # Exactly the prefix: sliced attention entries and, for sliding/recurrent
+        # entries, the checkpoint taken at the prefix boundary (None without one).
+        layers = cache.layers_at(prefix_len)
+        if layers is not None:
             self.prefix_cache.store(
-                self._info.identity, self._info.folder, kv, prefix, cache.layers
+                self._info.identity, self._info.folder, kv, prefix, layers
             )
 
     def set_prefix_cache_settings(self, settings) -> None:
@@ -563,6 +574,7 @@ class Engine:
                 emit=handle._put,
                 reuse_source=source,
                 started=started,
+                checkpoint_at=(prefix_len,) if prefix_len else (),
             )
             try:
                 self._remember_prefix(cache, prompt_ids, prefix_len, kv)
