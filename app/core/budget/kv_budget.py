@@ -130,10 +130,10 @@ def bytes_per_token(
     Raises:
         ValueError: Invalid bits/group, or a group that does not divide the head size.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
     validate_kv_quantization(bits, group, _head_dims(full))
-    return sum(_layer_bytes_per_token(layer, bits, group, act) for layer in full)
+    return sum(layer_bytes_per_token(layer, bits, group, act) for layer in full)
 
 
 def kv_bytes_at(
@@ -167,7 +167,7 @@ def kv_bytes_at(
         raise ValueError(f"context_tokens must be an integer, not {context_tokens!r}.")
     if context_tokens < 0:
         raise ValueError(f"context_tokens must be >= 0, not {context_tokens}.")
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
     validate_kv_quantization(bits, group, _head_dims(full))
     if context_tokens == 0:
@@ -176,10 +176,10 @@ def kv_bytes_at(
     total = 0
     for layer in geometry.layers:
         if layer.kind is LayerKind.FULL:
-            total += tokens * _layer_bytes_per_token(layer, bits, group, act)
+            total += tokens * layer_bytes_per_token(layer, bits, group, act)
         elif layer.kind is LayerKind.SLIDING:
             kept = min(tokens, layer.window or 0)
-            total += kept * _layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
+            total += kept * layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
         else:
             total += layer.state_bytes(act)
     return total
@@ -194,11 +194,11 @@ def bounded_kv_bytes(
         geometry: The model.
         act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     total = 0
     for layer in geometry.layers:
         if layer.kind is LayerKind.SLIDING:
-            per_token = _layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
+            per_token = layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
             total += (layer.window or 0) * per_token
         elif layer.kind is LayerKind.STATE:
             total += layer.state_bytes(act)
@@ -249,11 +249,12 @@ def prefill_scores_bytes(
     Returns:
         Bytes, an upper bound for models with sliding layers.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     return geometry.num_attention_heads * chunk_tokens * context_tokens * act
 
 
-def _layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
+def layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
+    """Bytes one attention layer stores per token at a precision (0 for a state)."""
     if bits == UNQUANTIZED_BITS:
         return layer.kv_elements_per_token * act
     # Integer arithmetic: the group (>= 32) divides each head size, so the packed
@@ -269,7 +270,8 @@ def _head_dims(layers: Iterable[LayerCache]) -> list[int]:
     return [d for layer in layers for d in (layer.k_head_dim, layer.v_head_dim)]
 
 
-def _act_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None) -> int:
+def resolve_act_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None) -> int:
+    """The activation dtype width to count with: the runtime's, else config.json's."""
     act = geometry.act_dtype_bytes if act_dtype_bytes is None else act_dtype_bytes
     _check_act_bytes(act)
     return act
