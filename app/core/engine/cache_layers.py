@@ -303,6 +303,13 @@ def snapshot(layer) -> tuple:
     """
     if isinstance(layer, RotatingKVCache):
         keys, values, offset, keep, max_size, idx = layer.state
+        if keys is not None and idx == keys.shape[2] > max_size:
+            # Right after a prefill chunk the buffer holds window - 1 + chunk tokens
+            # in order, until the next token trims it; only the newest max_size (and
+            # the first `keep`) are ever read again, so keep just those: the state
+            # mlx-lm's own next decode step would leave.
+            keys, values = (_window(x, keep, max_size) for x in (keys, values))
+            idx = max_size
         return ("rotating", _copy(keys), _copy(values), offset, keep, max_size, idx)
     if isinstance(layer, ArraysCache):
         arrays, left_padding, lengths = layer.state
@@ -332,6 +339,13 @@ def snapshot_nbytes(saved: tuple) -> int:
 
 def _copy(array):
     return None if array is None else mx.array(array)
+
+
+def _window(x, keep: int, max_size: int):
+    """The first ``keep`` and the newest ``max_size - keep`` entries, copied."""
+    parts = [x[..., :keep, :]] if keep else []
+    parts.append(x[..., x.shape[2] - (max_size - keep) :, :])
+    return mx.contiguous(mx.concatenate(parts, axis=2))
 
 
 # -- reporting -----------------------------------------------------------------------
