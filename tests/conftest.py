@@ -85,3 +85,14 @@ def arch_engine(arch_model_dir, tmp_path_factory):
     yield get
     for engine in engines.values():
         engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    """A real engine with the tiny model loaded, shared by one test module."""
+    from app.core.engine.engine import Engine
+
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    yield engine
+    engine.shutdown()

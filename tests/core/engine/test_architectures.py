@@ -178,7 +178,7 @@ def test_checkpoints_stay_bounded_over_many_turns(arch_engine, arch_model_dir, a
         messages.append({"role": "user", "content": f"Question {turn}: tell me more."})
         handle = engine.chat(key, messages, KVSettings(bits=8), GREEDY)
         messages.append({"role": "assistant", "content": handle.text()})
-        count = engine.submit(lambda: len(engine._caches[key].checkpoints)).result()
+        count = engine.submit(lambda: len(engine._caches.get(key).checkpoints)).result()
         assert 1 <= count <= STATE_CHECKPOINTS
         assert handle.final.checkpoint_bytes <= STATE_CHECKPOINTS * checkpoint_bytes(
             geometry, act_dtype_bytes=4
