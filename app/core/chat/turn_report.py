@@ -56,6 +56,9 @@ class TurnReport:
         summary_tokens: Tokens of the summary written by the trim.
         summary_method: ``model`` or ``extractive``.
         trim_note: Why a fallback happened during the trim, if one did.
+        kv_layers: Which cache entries are at which precision (`LayerGroup`s: full
+            attention quantized, sliding windows and recurrent state not).
+        checkpoint_bytes: Bytes of the state checkpoints kept for turn reuse.
     """
 
     reply: str
@@ -83,6 +86,8 @@ class TurnReport:
     summary_tokens: int = 0
     summary_method: str = ""
     trim_note: str = ""
+    kv_layers: tuple = ()
+    checkpoint_bytes: int = 0
 
     @classmethod
     def from_final(cls, final, *, reply: str, **context) -> TurnReport:
