@@ -447,8 +447,6 @@ class ConversationSession:
             message_id=message_id,
             effective_max_context=self.effective_limit(),
             preset_max_context=self.preset.max_context,
-            kv_layers=final.kv_layers,
-            checkpoint_bytes=final.checkpoint_bytes,
         )
         yield TurnFinished(self._with_trim(report, outcome))
 

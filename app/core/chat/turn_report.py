@@ -114,6 +114,8 @@ class TurnReport:
             tokens_per_s=final.tokens_per_s,
             peak_memory_bytes=final.peak_memory_bytes,
             finish_reason=final.finish_reason or "stop",
+            kv_layers=final.kv_layers,
+            checkpoint_bytes=final.checkpoint_bytes,
             **context,
         )
 
