@@ -386,17 +386,28 @@ class Engine(EngineThread):
                 handle._put(DONE)
 
     def prefill(
-        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
+        self,
+        key: str,
+        ids: list[int],
+        kv: KVSettings,
+        exact: bool = False,
+        cancel: CancelToken | None = None,
     ) -> PrefillReport:
         """Fill a conversation's cache with ``ids`` without generating (blocking).
 
         With ``exact``, entries a splice moved are recomputed, so the cache equals a
-        fresh prefill of ``ids``.
+        fresh prefill of ``ids``. ``cancel`` stops it between prefill chunks (the
+        cache then holds what was computed; ``computed_tokens`` says how much).
         """
-        return self.submit(self._prefill, key, ids, kv, exact).result()
+        return self.submit(self._prefill, key, ids, kv, exact, cancel).result()
 
     def _prefill(
-        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
+        self,
+        key: str,
+        ids: list[int],
+        kv: KVSettings,
+        exact: bool = False,
+        cancel: CancelToken | None = None,
     ) -> PrefillReport:
         from app.core.engine.generation import prefill_only
 
@@ -404,7 +415,12 @@ class Engine(EngineThread):
         cache = self._cache_for(key, kv)
         try:
             reused, computed = prefill_only(
-                self._require_model(), cache, ids, kv, exact=exact
+                self._require_model(),
+                cache,
+                ids,
+                kv,
+                exact=exact,
+                is_cancelled=cancel if cancel is not None else lambda: False,
             )
         finally:
             self._caches.publish(key)
