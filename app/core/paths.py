@@ -98,6 +98,11 @@ def speed_record_path() -> Path:
     return app_home() / "measured-speed.json"
 
 
+def known_files_path() -> Path:
+    """Return the file that remembers where documents were read from (for Resume)."""
+    return app_home() / "document-files.json"
+
+
 def logs_dir() -> Path:
     """Return the folder for log files."""
     return _subdir("logs")

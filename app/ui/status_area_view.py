@@ -1,4 +1,4 @@
-"""The panel at the bottom of the window: the notice line, the memory gauge, the context meter.
+"""The panel at the bottom of the window: notices, memory, context, a document's progress.
 
 Always visible and always the same height, so what it shows changing never moves the
 chat above it. Layout only.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QVBoxLayout, QWidget
 
 from app.ui.context_meter_view import ContextMeterView
+from app.ui.document_card_view import DocumentProgressView
 from app.ui.memory_gauge_view import MemoryGaugeView
 from app.ui.notice_area_view import NoticeAreaView
 
@@ -35,4 +36,7 @@ class StatusAreaView(QFrame):
         row.addWidget(divider)
         self.context_meter = ContextMeterView()
         row.addWidget(self.context_meter, 2)
+        # Shown only while a document is read, in whichever conversation.
+        self.document_progress = DocumentProgressView()
+        row.addWidget(self.document_progress, 2)
         column.addLayout(row)

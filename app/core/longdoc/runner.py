@@ -39,6 +39,7 @@ from app.core.longdoc.events import (
     SegmentFinished,
     SegmentStarted,
 )
+from app.core.longdoc.known_files import remember_file
 from app.core.longdoc.planning import JOIN_SLACK, Planner, RunPlan
 from app.core.longdoc.progress import ProgressTracker
 from app.core.longdoc.prompts import (
@@ -185,6 +186,9 @@ class LongDocumentRunner:
         started = self._clock()
         if plan is None:
             plan = self.plan(document, question, mode)
+        if document.text is None or document.kind != "text":
+            # A file (not a string built in memory): the app's Resume re-reads it.
+            remember_file(document.sha256, document.path)
         resumable = find_resumable_reading(self.store, document, plan, conversation_id)
         if resumable is None:
             conversation_id, document_id = record_reading(
