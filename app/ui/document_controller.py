@@ -282,7 +282,9 @@ class DocumentController(QObject):
         return reading
 
     def _changed(self, reading: Reading) -> None:
-        self._repaint.trigger()
+        """The reading changed state: show it now (progress alone is throttled)."""
+        self._repaint.cancel()
+        self._show_card()
         self._show_progress()
         self._turns.refresh_composer()
         self.busy_changed.emit(self.busy)
@@ -329,14 +331,15 @@ class DocumentController(QObject):
         reading.request = offer.request
         reading.phase = "planned"
         reading.line = offer.plan.line
-        self.plan_shown.emit(offer.request.conversation_id, offer)
         if reading.start_when_planned and self.shown() is reading:
             self.start()
-            return
-        if reading.start_when_planned:  # resumed from a conversation no longer open
+        elif reading.start_when_planned:  # resumed from a conversation not shown now
             reading.phase = "running"
             self._worker.start(offer)
-        self._changed(reading)
+            self._changed(reading)
+        else:
+            self._changed(reading)
+        self.plan_shown.emit(offer.request.conversation_id, offer)
 
     def _on_worker_plan_failed(self, request, error) -> None:
         reading = self._reading_of(request)
@@ -450,6 +453,7 @@ class DocumentController(QObject):
         if conversation_id is not None and conversation_id not in self.readings:
             self._offer_stored(conversation_id)
         self._show_card()
+        self._turns.refresh_composer()  # only the conversation being read waits
 
     def _offer_stored(self, conversation_id: int) -> None:
         """A conversation opened with a reading stopped in an earlier run: offer it."""
