@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         doctor_command,
         make_model_command,
         presets_command,
+        serve_command,
         store_commands,
         summarize_command,
     )
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         doctor_command,
         make_model_command,
         bench_command,
+        serve_command,
     ):
         module.register(subcommands)
     return parser
