@@ -47,6 +47,10 @@ class BenchSettings:
         longdoc_tokens: Length of the generated long document.
         longdoc_segment_tokens: Segment length when it is read in segments.
         ui_seconds: Streaming time of the UI lateness check.
+        server_pairs: Interleaved server/engine decode pairs (the prompt and reply
+            sizes are the engine-overhead ones).
+        server_reuse_tokens: First-request message of the server reuse check.
+        server_reuse_pairs: Interleaved reuse/fresh pairs.
     """
 
     quick: bool = False
@@ -73,6 +77,9 @@ class BenchSettings:
     longdoc_tokens: int = 6144
     longdoc_segment_tokens: int = 1024
     ui_seconds: float = 10.0
+    server_pairs: int = 12
+    server_reuse_tokens: int = 1024
+    server_reuse_pairs: int = 3
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -113,6 +120,8 @@ QUICK = BenchSettings(
     longdoc_tokens=1536,
     longdoc_segment_tokens=512,
     ui_seconds=5.0,
+    server_pairs=6,
+    server_reuse_pairs=2,
 )
 
 
@@ -157,4 +166,6 @@ TARGETS: dict[str, Target] = {
     "splice_vs_rebuild": Target("at_most", 0.15),
     "prefix_memory_vs_cold": Target("at_most", 0.1),
     "prefix_disk_vs_cold": Target("at_most", 0.3),
+    "server_vs_engine": Target("at_least", 0.95),
+    "server_reuse_vs_fresh": Target("at_most", 0.2),
 }

@@ -167,27 +167,36 @@ class CompletionService:
             self._active.add(cancel)
             self.requests_total += 1
         summary = RequestSummary(key="", outcome="failed")
+        finished = None
         try:
             for event in self._answer(request, cancel):
                 if isinstance(event, Finished):
-                    summary = _summary_of(event)
-                yield event
+                    finished, summary = event, _summary_of(event)
+                else:
+                    yield event
         except (RequestError, BudgetError):
             summary = RequestSummary(key="", outcome="refused")
             raise
         finally:
-            with self._lock:
-                self._active.discard(cancel)
-            self.recent.append(summary)
-            logger.info(
-                "request %s: %s, %d prompt tokens (%d cached), %d generated%s",
-                summary.key or "-",
-                summary.outcome,
-                summary.prompt_tokens,
-                summary.cached_tokens,
-                summary.completion_tokens,
-                ", trimmed" if summary.trimmed else "",
-            )
+            self._close(cancel, summary)
+        # Only now, with its cache released and the request counted: a client that
+        # sends its next request the moment this one ends finds everything settled.
+        if finished is not None:
+            yield finished
+
+    def _close(self, cancel: CancelToken, summary: RequestSummary) -> None:
+        with self._lock:
+            self._active.discard(cancel)
+        self.recent.append(summary)
+        logger.info(
+            "request %s: %s, %d prompt tokens (%d cached), %d generated%s",
+            summary.key or "-",
+            summary.outcome,
+            summary.prompt_tokens,
+            summary.cached_tokens,
+            summary.completion_tokens,
+            ", trimmed" if summary.trimmed else "",
+        )
 
     def _answer(self, request: ChatRequest, cancel: CancelToken) -> Iterator:
         engine = self.engine
@@ -220,6 +229,7 @@ class CompletionService:
             engine.release_memory()
         lease = self.index.acquire(history.hashes, history.system_count)
         ran = False
+        finished = None
         try:
             view = model_view(history, self.records.lookup(history), costs.style)
             outcome: TrimOutcome | None = None
@@ -288,7 +298,7 @@ class CompletionService:
                     plan.reason or "The history could not be trimmed to fit.", details
                 )
             ran = True
-            yield from self._generate(
+            replies = self._generate(
                 lease.key,
                 view,
                 request,
@@ -317,8 +327,14 @@ class CompletionService:
                     "memory_pressure": pressure,
                 },
             )
+            for event in replies:
+                if isinstance(event, Finished):
+                    finished = event
+                else:
+                    yield event
         finally:
             self.index.release(lease, history.hashes if ran else None)
+        yield finished
 
     def _generate(
         self,

@@ -258,3 +258,24 @@ def test_a_client_that_leaves_before_a_non_streamed_reply_stops_it(serve, model_
     recent = server.service.recent
     assert wait_for(lambda: recent and recent[-1].outcome == "cancelled")
     assert recent[-1].completion_tokens < 4000
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_is_settled_before_its_reply_reaches_the_client(
+    serve, model_id, stream
+):
+    server = serve()
+    client = client_for(server)
+    for i in range(3):
+        reply = client.chat.completions.create(
+            model=model_id,
+            messages=[{"role": "user", "content": user_turn(i)}],
+            max_tokens=3,
+            stream=stream,
+        )
+        if stream:
+            list(reply)
+        # No waiting: its cache is released, so forgetting it drops it at once.
+        assert server.status().active_requests == 0
+        server.forget_conversations()
+        assert server.status().conversations == 0
