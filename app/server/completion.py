@@ -69,6 +69,7 @@ class RequestSummary:
         completion_tokens: Tokens generated.
         trimmed: True when this request trimmed its history.
         tokens_per_s: Decode speed.
+        note: Why it was refused or failed.
     """
 
     key: str
@@ -78,6 +79,7 @@ class RequestSummary:
     completion_tokens: int = 0
     trimmed: bool = False
     tokens_per_s: float = 0.0
+    note: str = ""
 
 
 class CompletionService:
@@ -174,8 +176,11 @@ class CompletionService:
                     finished, summary = event, _summary_of(event)
                 else:
                     yield event
-        except (RequestError, BudgetError):
-            summary = RequestSummary(key="", outcome="refused")
+        except (RequestError, BudgetError) as exc:
+            summary = RequestSummary(key="", outcome="refused", note=str(exc))
+            raise
+        except BaseException as exc:
+            summary = RequestSummary(key="", outcome="failed", note=repr(exc))
             raise
         finally:
             self._close(cancel, summary)
@@ -188,6 +193,9 @@ class CompletionService:
         with self._lock:
             self._active.discard(cancel)
         self.recent.append(summary)
+        if summary.note:
+            logger.info("request %s: %s", summary.outcome, summary.note)
+            return
         logger.info(
             "request %s: %s, %d prompt tokens (%d cached), %d generated%s",
             summary.key or "-",

@@ -116,7 +116,8 @@ DONE = b"data: [DONE]\n\n"
 
 def sse(body: dict) -> bytes:
     """One server-sent event carrying a JSON object."""
-    return b"data: " + json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return b"data: " + text.encode("utf-8") + b"\n\n"
 
 
 def error_body(error: RequestError | None) -> dict:
