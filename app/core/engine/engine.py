@@ -305,12 +305,32 @@ class Engine(EngineThread):
         Returns:
             A handle streaming the turn's events.
         """
-        started = time.perf_counter()
         # Rendering needs no MLX: it runs here, not on the engine thread.
         prompt_ids = self.render(messages, True)
         prefix_len = prefix_reuse.system_prefix_length(
             self.render, messages, prompt_ids
         )
+        return self.generate(
+            key, prompt_ids, kv, sampling, max_context, cancel, prefix_len=prefix_len
+        )
+
+    def generate(
+        self,
+        key: str,
+        prompt_ids: list[int],
+        kv: KVSettings,
+        sampling: SamplingSettings,
+        max_context: int | None = None,
+        cancel: CancelToken | None = None,
+        *,
+        prefix_len: int = 0,
+    ) -> TurnHandle:
+        """Start a reply to already-tokenized prompt ids on a conversation's cache.
+
+        Args:
+            prefix_len: Leading tokens (a system prompt) worth storing in the prefix
+                cache for other conversations; see `chat` for the others.
+        """
         handle = TurnHandle(cancel)
         self.submit(
             functools.partial(
@@ -321,30 +341,7 @@ class Engine(EngineThread):
             kv,
             sampling,
             handle,
-            started,
-        )
-        return handle
-
-    def generate(
-        self,
-        key: str,
-        prompt_ids: list[int],
-        kv: KVSettings,
-        sampling: SamplingSettings,
-        max_context: int | None = None,
-        cancel: CancelToken | None = None,
-    ) -> TurnHandle:
-        """Start a reply to already-tokenized prompt ids on a conversation's cache."""
-        handle = TurnHandle(cancel)
-        started = time.perf_counter()
-        self.submit(
-            functools.partial(self._run_ids, max_context=max_context),
-            key,
-            prompt_ids,
-            kv,
-            sampling,
-            handle,
-            started,
+            time.perf_counter(),
         )
         return handle
 

@@ -6,27 +6,10 @@ import pytest
 
 from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.trimmer import Trimmer
-from app.core.engine.engine import Engine
 from app.core.errors import BudgetError
 from app.core.presets import get_preset
-from app.core.store import Store
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    engine = Engine()
-    engine.load(tiny_model_dir)
-    yield engine
-    engine.shutdown()
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "chat.db")
-    yield store
-    store.close()
 
 
 def start(engine, store, tiny_model_dir, **changes):

@@ -10,22 +10,6 @@ from app.core.chat.sessions import SessionRegistry
 from app.core.engine.engine import Engine
 from app.core.errors import KnownError
 from app.core.presets import get_preset
-from app.core.store import Store
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    engine = Engine()
-    engine.load(tiny_model_dir)
-    yield engine
-    engine.shutdown()
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "chat.db")
-    yield store
-    store.close()
 
 
 def quick(**changes):

@@ -6,30 +6,11 @@ and the trim events are what they rely on.
 
 from __future__ import annotations
 
-import pytest
-
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
-from app.core.engine.engine import Engine
 from app.core.engine.events import GenerationEvent, PrefillProgress
 from app.core.presets import get_preset
-from app.core.store import Store
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    engine = Engine()
-    engine.load(tiny_model_dir)
-    yield engine
-    engine.shutdown()
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "chat.db")
-    yield store
-    store.close()
 
 
 def start(engine, store, **changes) -> ConversationSession:

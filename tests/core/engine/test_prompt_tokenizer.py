@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from app.core.cancel import CancelToken
-from app.core.engine.engine import Engine
 from app.core.engine.events import GenerationEvent
 from app.core.generation_settings import KVSettings, SamplingSettings
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    engine = Engine()
-    engine.load(tiny_model_dir)
-    yield engine
-    engine.shutdown()
-
 
 MESSAGES = [
     {"role": "system", "content": "You are brief."},
