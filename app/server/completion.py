@@ -316,24 +316,7 @@ class CompletionService:
                 prompt_tokens=prompt_tokens,
                 kv=preset.kv_settings(),
                 accepted=outcome is not None,
-                extension={
-                    "trimmed": outcome is not None,
-                    "dropped_messages": outcome.dropped_messages if outcome else 0,
-                    "summarized_messages": view.summarized_messages,
-                    "summary_tokens": (
-                        view.record.summary_tokens if view.record else 0
-                    ),
-                    "summary_method": outcome.summary_method if outcome else None,
-                    "trim_method": outcome.cache_method if outcome else None,
-                    "trim_ms": round(outcome.total_ms, 1) if outcome else 0.0,
-                    "trim_note": (outcome.note or None) if outcome else None,
-                    "trim_reason": reason or None,
-                    "effective_limit": limit,
-                    "preset": preset.name,
-                    "preset_limit": preset.max_context,
-                    "auto_trim": preset.auto_trim,
-                    "memory_pressure": pressure,
-                },
+                extension=_extension(outcome, view, reason, limit, preset, pressure),
             )
             for event in replies:
                 if isinstance(event, Finished):
@@ -359,7 +342,9 @@ class CompletionService:
         extension: dict,
     ) -> Iterator:
         if cancel.cancelled:  # the client left during the trim
-            yield Finished("", "cancelled", 0, 0, 0, extension, key)
+            yield Finished(
+                "", "cancelled", 0, 0, 0, {**extension, "cancelled": True}, key
+            )
             return
         handle = self.engine.chat(
             key,
@@ -402,6 +387,9 @@ class CompletionService:
             key=key,
             swapless={
                 **extension,
+                # OpenAI has no finish reason for this: a reply cut short because
+                # the server stopped (or the client left) says so here.
+                "cancelled": finish == "cancelled",
                 "reused_tokens": final.reused_tokens,
                 "new_tokens": final.new_tokens,
                 "context_tokens": final.context_tokens,
@@ -437,6 +425,33 @@ def _refusal(reason: str, pressure: str, details: dict) -> RequestError:
     if pressure == "critical":
         return ServiceUnavailable(reason, "memory_pressure", details)
     return ContextLengthExceeded(reason, details)
+
+
+def _extension(
+    outcome: TrimOutcome | None,
+    view: ModelView,
+    reason: str,
+    limit: int,
+    preset: Preset,
+    pressure: str,
+) -> dict:
+    """The ``swapless`` object's trim and limit part: never a silent cut."""
+    return {
+        "trimmed": outcome is not None,
+        "dropped_messages": outcome.dropped_messages if outcome else 0,
+        "summarized_messages": view.summarized_messages,
+        "summary_tokens": view.record.summary_tokens if view.record else 0,
+        "summary_method": outcome.summary_method if outcome else None,
+        "trim_method": outcome.cache_method if outcome else None,
+        "trim_ms": round(outcome.total_ms, 1) if outcome else 0.0,
+        "trim_note": (outcome.note or None) if outcome else None,
+        "trim_reason": reason or None,
+        "effective_limit": limit,
+        "preset": preset.name,
+        "preset_limit": preset.max_context,
+        "auto_trim": preset.auto_trim,
+        "memory_pressure": pressure,
+    }
 
 
 def _summary_of(event: Finished) -> RequestSummary:

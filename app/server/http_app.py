@@ -317,23 +317,31 @@ class ServerApp:
                 return self._failure_response(first.error)
             if chat.stream:
                 watcher.cancel()  # the streaming response listens for it from now on
-                writer = ChunkWriter(chat.model, chat.include_usage)
+                writer = ChunkWriter(self._model_name(chat), chat.include_usage)
                 return StreamingResponse(
                     self._stream(bridge, first, writer),
                     media_type="text/event-stream",
                     headers=SSE_HEADERS,
                 )
-            return await self._collect(bridge, first, chat.model)
+            return await self._collect(bridge, first, self._model_name(chat))
         finally:
             watcher.cancel()
 
     # -- answering -------------------------------------------------------------------
 
+    def _model_name(self, chat) -> str:
+        """The served model's id (also when the client used the alias)."""
+        return self.service.model_id() or chat.model
+
     def _work(self, chat, bridge: _Bridge) -> None:
         """Run one request on this worker thread, handing its events to the loop."""
+        finished = False
         try:
             for event in self.service.run(chat, bridge.cancel):
+                finished = isinstance(event, Finished)
                 bridge.put(event)
+            if not finished:  # never leave the client waiting
+                raise RuntimeError("the request ended without a reply")
         except BaseException as exc:  # travels to the loop, answered there
             bridge.put(_Failed(exc))
         finally:

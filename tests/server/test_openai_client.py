@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -44,6 +45,10 @@ def test_models_are_listed(serve, model_id):
     status = server.status()
     assert status.running and status.model == model_id and status.port > 0
     assert status.base_url == f"http://127.0.0.1:{status.port}/v1"
+    reply = client.chat.completions.create(
+        model="swapless", messages=[{"role": "user", "content": "hi"}], max_tokens=2
+    )
+    assert reply.model == model_id  # the alias answers with the served id
 
 
 def test_a_reply_streamed_and_not_with_usage_and_reuse(serve, model_id):
@@ -65,6 +70,7 @@ def test_a_reply_streamed_and_not_with_usage_and_reuse(serve, model_id):
     assert usage.prompt_tokens_details.cached_tokens == 0
     extension = reply.model_extra["swapless"]
     assert extension["trimmed"] is False and extension["effective_limit"] == 10000
+    assert extension["cancelled"] is False
 
     # The same conversation, one turn on, streamed with usage.
     messages += [
@@ -279,3 +285,36 @@ def test_a_request_is_settled_before_its_reply_reaches_the_client(
         assert server.status().active_requests == 0
         server.forget_conversations()
         assert server.status().conversations == 0
+
+
+def test_stopping_the_server_mid_stream_ends_the_reply_at_once(serve, model_id, engine):
+    server = serve()
+    client = client_for(server)
+    stream = client.chat.completions.create(
+        model=model_id,
+        messages=[{"role": "user", "content": user_turn(7)}],
+        max_tokens=4000,
+        stream=True,
+    )
+    chunks = iter(stream)
+    next(chunks)
+    started = time.monotonic()
+    server.stop()
+    took = time.monotonic() - started
+    assert took < 3.0
+    assert not server.status().running and server.status().active_requests == 0
+    rest = []
+    with contextlib.suppress(openai.APIError):  # a closed connection is an end too
+        rest = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(rest) < 4000
+    assert server.service.recent[-1].outcome == "cancelled"
+    # The engine is free again for the app.
+    assert engine.chat(
+        "after-stop", [{"role": "user", "content": "hi"}], *_greedy()
+    ).wait()
+
+
+def _greedy():
+    from app.core.generation_settings import KVSettings, SamplingSettings
+
+    return KVSettings(bits=16), SamplingSettings(temperature=0.0, max_tokens=2)
