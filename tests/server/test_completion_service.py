@@ -231,3 +231,20 @@ def test_requests_from_many_threads_all_finish_on_the_one_engine(
     assert not errors and len(finals) == 4
     assert len({f[0].key for f in finals.values()}) == 4  # a cache each
     assert all(f[1].cached_tokens > 0 for f in finals.values())
+
+
+def test_a_new_conversation_gets_a_long_shared_system_prompt_from_the_prefix_cache(
+    engine, model_id, make_preset
+):
+    service = CompletionService(engine, make_preset())
+    system = "You are the release assistant of the Swapless project. " * 12
+    system_tokens = len(engine.render([{"role": "system", "content": system}], False))
+    assert system_tokens >= 64  # long enough for the prefix cache
+    _, first = answer(
+        service, request(model_id, [("system", system), ("user", user_turn(1))])
+    )
+    _, other = answer(
+        service, request(model_id, [("system", system), ("user", "Something else.")])
+    )
+    assert other.key != first.key  # a conversation of its own...
+    assert other.cached_tokens >= system_tokens  # ...that did not prefill the prompt
