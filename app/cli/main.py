@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start offscreen, load the demo model, generate, save, exit (packaging check)",
     )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        metavar="SECONDS",
+        help="run the real window that long (gauge live, replies, a trim) and check it",
+    )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
     for module in (
         chat_command,
@@ -76,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         from app.ui.smoke_test import run_smoke_test
 
         return run_smoke_test()
+    if args.soak is not None:
+        from app.ui.soak import run_soak
+
+        return run_soak(args.soak)
     if args.command is None:
         return _run_desktop_or_chat(argv)
     try:

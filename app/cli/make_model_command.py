@@ -6,6 +6,9 @@ import argparse
 import sys
 import time
 
+# Plain data (no MLX import), so `swapless --help` stays fast.
+from app.core.engine.arch_configs import ARCHES
+
 
 def register(subcommands) -> None:
     """Add the subcommand to the parser."""
@@ -18,7 +21,13 @@ def register(subcommands) -> None:
     parser.add_argument("--shape", choices=("tiny", "small", "qwen05"), default="tiny")
     parser.add_argument("--bits", type=int, choices=(4, 8, 16), default=16)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--arch", choices=("llama", "qwen2"), default=None)
+    parser.add_argument(
+        "--arch",
+        choices=ARCHES,
+        default=None,
+        help="architecture (default: the shape's); the hybrid and sliding-window "
+        "families build through mlx-lm's own model classes",
+    )
     parser.set_defaults(run=run)
 
 

@@ -120,6 +120,13 @@ _RANGES: dict[str, tuple[float, float]] = {
     "top_p": (0.01, 1.0),
     "max_tokens": (1, 65_536),
 }
+# The rules, for a form that explains them in its own words (`preset_form`).
+VALUE_RANGES = _RANGES
+
+
+def valid_preset_name(name: str) -> bool:
+    """True for 1-40 lowercase letters, digits, '-' or '_' (starting with no '-')."""
+    return bool(_NAME.match(name))
 
 
 def _check_value(preset: str, key: str, value: Any) -> Any:
@@ -161,7 +168,7 @@ def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
         SettingsError: For an unknown key, a missing key or an invalid value; the
             message names the key and the allowed values.
     """
-    if not _NAME.match(name):
+    if not valid_preset_name(name):
         raise SettingsError(
             f"preset name {name!r} must be 1-40 lowercase letters, digits, '-' or '_'"
         )

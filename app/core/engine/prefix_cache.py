@@ -1,7 +1,10 @@
 """Reuse the KV of shared prefixes (system prompts, tool text) across conversations.
 
 A prefix entry is keyed by a hash of the model identity, the cache precision and the
-prefix token ids, so a changed model or precision never reuses stale KV. Entries live in
+prefix token ids, so a changed model or precision never reuses stale KV. It holds every
+kind of cache entry: full-attention keys and values sliced at the prefix boundary, and
+the sliding windows and recurrent state as they were at that boundary (the state
+checkpoint the engine takes at the end of the system prompt). Entries live in
 memory (LRU, byte cap) and on disk under SWAPLESS_HOME as safetensors (mlx-lm's
 ``save_prompt_cache`` with our own metadata: nothing in the file ties it to a model
 otherwise), within a disk cap enforced by LRU eviction at every write. A corrupt or
@@ -11,7 +14,6 @@ exist are removed. Under memory pressure the in-memory entries are the first to 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -21,14 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_map
 from mlx_lm.models.cache import (
+    ArraysCache,
     KVCache,
     QuantizedKVCache,
+    RotatingKVCache,
     load_prompt_cache,
     save_prompt_cache,
 )
 
+from app.core.engine import cache_layers
 from app.core.engine.prefix_cache_settings import PrefixCacheSettings
 from app.core.generation_settings import KVSettings
 
@@ -83,29 +87,42 @@ def read_metadata(path: Path) -> dict | None:
 
 
 def _slice_layers(layers: list, length: int) -> list:
-    """Copy the first ``length`` entries of each layer into fresh, independent caches."""
-    sliced = []
-    for layer in layers:
-        keys, values = tree_map(
-            lambda x: x[..., :length, :], (layer.keys, layer.values)
-        )
-        keys, values = copy.deepcopy(keys), copy.deepcopy(values)
-        if isinstance(layer, QuantizedKVCache):
-            twin = QuantizedKVCache(group_size=layer.group_size, bits=layer.bits)
-        else:
-            twin = KVCache()
-        twin.keys, twin.values, twin.offset = keys, values, length
-        sliced.append(twin)
-    mx.eval([layer.state for layer in sliced])
+    """Copy the first ``length`` tokens of each layer into fresh, independent caches.
+
+    Full-attention entries are sliced (into mlx-lm's own ``KVCache`` /
+    ``QuantizedKVCache``, so the file loads anywhere); sliding-window and recurrent
+    entries are copied whole, so they must already hold exactly ``length`` tokens
+    (`ConversationCache.layers_at` takes them from the checkpoint at the boundary).
+    """
+    sliced = [
+        cache_layers.restore(cache_layers.snapshot(layer))
+        if cache_layers.is_bounded(layer)
+        else cache_layers.sliced_copy(layer, length)
+        for layer in layers
+    ]
+    mx.eval([layer.state for layer in sliced if not layer.empty()])
     return sliced
 
 
 def cacheable(layers: list) -> bool:
-    """True when the layers are plain or quantized KV caches with contiguous positions."""
+    """True when every entry is of a kind a prefix file can hold, and none is empty.
+
+    Full attention (plain or quantized, with contiguous positions), sliding windows and
+    recurrent state: all are saved and loaded by mlx-lm's ``save_prompt_cache`` under
+    their own class names.
+    """
     return bool(layers) and all(
-        type(layer) in (KVCache, QuantizedKVCache) and layer.keys is not None
-        for layer in layers
+        type(layer) in _CACHEABLE and not layer.empty() for layer in layers
     )
+
+
+_CACHEABLE = (
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    ArraysCache,
+    cache_layers.DenseViewQuantizedKVCache,
+)
 
 
 class PrefixCache:
