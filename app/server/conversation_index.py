@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 # Conversations remembered; their caches themselves live in the engine's LRU.
 MAX_CONVERSATIONS = 256
 KEY_PREFIX = "server-"
+# Shared by every index of the process: a server started again on the same engine
+# must not land on caches an earlier one left there (a new conversation would find a
+# stranger's cache instead of an empty one that the prefix cache can fill).
+_KEY_NUMBERS = itertools.count(1)
 
 
 @dataclass
@@ -76,7 +80,6 @@ class ConversationIndex:
         self.capacity = capacity
         self._conversations: dict[str, _Conversation] = {}
         self._lock = threading.Lock()
-        self._numbers = itertools.count(1)
 
     def acquire(self, hashes: tuple[str, ...], system_count: int) -> Lease:
         """Choose the cache key for a request and mark it busy.
@@ -101,7 +104,7 @@ class ConversationIndex:
                 ):
                     best, best_shared = conversation, shared
             if best is None:
-                best = _Conversation(key=f"{KEY_PREFIX}{next(self._numbers)}")
+                best = _Conversation(key=f"{KEY_PREFIX}{next(_KEY_NUMBERS)}")
                 self._conversations[best.key] = best
                 self._forget_oldest()
                 continued = False

@@ -142,3 +142,11 @@ def test_the_index_forgets_the_least_recently_used_idle_conversations():
         keys.append(lease.key)
     assert index.keys() == keys[1:]
     assert index.live_conversations() == 0
+
+
+def test_keys_are_never_reused_by_a_later_index():
+    # A server started again on the same engine must not inherit old caches' keys.
+    history = ClientHistory.of(conversation(1))
+    first = ConversationIndex(cached_tokens=lambda key: 0).acquire(history.hashes, 1)
+    second = ConversationIndex(cached_tokens=lambda key: 0).acquire(history.hashes, 1)
+    assert first.key != second.key

@@ -157,24 +157,36 @@ def test_a_prompt_that_cannot_fit_even_trimmed_is_refused(
         list(service.run(request(model_id, [("user", huge)]), CancelToken()))
 
 
+class CancelAtPoll(CancelToken):
+    """Cancels itself when the engine polls it for the ``n``-th time."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+        self.polls = 0
+
+    def __call__(self) -> bool:
+        self.polls += 1
+        if self.polls >= self.n:
+            self.cancel()
+        return super().__call__()
+
+
 def test_a_cancelled_reply_stops_within_a_token_and_its_cache_stays_reusable(
     engine, model_id, make_preset
 ):
     service = CompletionService(engine, make_preset(max_tokens=2000))
     chat = request(model_id, [("system", SYSTEM), ("user", user_turn(1))])
-    cancel = CancelToken()
-    received = []
-    for event in service.run(chat, cancel):
-        received.append(event)
-        if sum(isinstance(e, TextDelta) for e in received) == 5:
-            cancel.cancel()
-    final = received[-1]
+    # The engine polls once before the prompt's only prefill chunk, then after every
+    # token: cancelled at the 6th poll, it must stop right after the 5th token.
+    cancel = CancelAtPoll(6)
+    events = list(service.run(chat, cancel))
+    final = events[-1]
     assert isinstance(final, Finished) and final.finish_reason == "cancelled"
-    # Cancelled after the 5th text event; the engine, which checks after every token,
-    # may have produced one more meanwhile.
-    assert 5 <= final.completion_tokens <= 6
+    assert final.swapless["cancelled"] is True
+    assert final.completion_tokens == 5 and cancel.polls == 6
     held = engine.cache_state(final.key).tokens
-    assert held == final.prompt_tokens + final.completion_tokens
+    assert held == final.prompt_tokens + 5
     _, again = answer(service, chat)  # the client retries: the cache is reused
     assert again.key == final.key
     assert again.cached_tokens == again.prompt_tokens - 1

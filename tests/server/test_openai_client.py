@@ -231,7 +231,7 @@ def test_a_client_that_disconnects_mid_stream_stops_the_generation(serve, model_
     summary = recent[-1]
     # The tiny model makes ~500 tokens/s here: 4000 would take seconds more.
     assert summary.completion_tokens < 1000, summary
-    assert stopped_after < 2.0
+    assert stopped_after < 3.0
     assert server.status().active_requests == 0
     # Its cache stays reusable: the client retries the same request.
     retry = client.chat.completions.create(
