@@ -14,7 +14,7 @@ import pytest
 def swapless_home(tmp_path, monkeypatch):
     """Point all Swapless data at a fresh temporary folder for this test."""
     home = tmp_path / "swapless-home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as Swapless creates it (a looser one is tightened)
     monkeypatch.setenv("SWAPLESS_HOME", str(home))
     return home
 

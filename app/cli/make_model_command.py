@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from app.cli import arg_types
+
 # Plain data (no MLX import), so `swapless --help` stays fast.
 from app.core.engine.arch_configs import ARCHES
 
@@ -20,7 +22,7 @@ def register(subcommands) -> None:
     parser.add_argument("folder", help="where to write the model")
     parser.add_argument("--shape", choices=("tiny", "small", "qwen05"), default="tiny")
     parser.add_argument("--bits", type=int, choices=(4, 8, 16), default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=arg_types.seed, default=0)
     parser.add_argument(
         "--arch",
         choices=ARCHES,

@@ -22,6 +22,7 @@ import logging.handlers
 import os
 import sys
 import time
+from pathlib import Path
 
 FIRST_PAINT_ENV = "SWAPLESS_FIRST_PAINT_PROBE"
 FIRST_PAINT_MARK = "SWAPLESS_FIRST_PAINT"
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def setup_logging() -> None:
     """Log warnings and bugs (with tracebacks) to ``SWAPLESS_HOME/logs/swapless.log``."""
-    from app.core import paths
+    from app.core import paths, private_files
 
     root = logging.getLogger()
     if any(getattr(h, "_swapless", False) for h in root.handlers):
@@ -45,6 +46,7 @@ def setup_logging() -> None:
             backupCount=3,
             encoding="utf-8",
         )
+        private_files.make_private(Path(handler.baseFilename))
     except OSError:
         handler = logging.StreamHandler(sys.stderr)
     handler._swapless = True  # type: ignore[attr-defined]
