@@ -12,6 +12,7 @@ import importlib
 from types import ModuleType
 
 MEASUREMENTS: tuple[str, ...] = (
+    "limits",
     "engine_overhead",
     "kv_bytes",
     "turn_reuse",
@@ -24,6 +25,7 @@ MEASUREMENTS: tuple[str, ...] = (
 )
 
 _MODULES = {
+    "limits": "app.bench.limits",
     "engine_overhead": "app.bench.engine_overhead",
     "kv_bytes": "app.bench.kv_bytes",
     "turn_reuse": "app.bench.turn_reuse",

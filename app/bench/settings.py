@@ -39,9 +39,10 @@ class BenchSettings:
         conversation_turns: Scripted turns of the long conversation.
         conversation_max_tokens: Reply length of each turn.
         conversation_max_context: The "auto-trim on" limit.
-        speed_contexts: Context lengths of the decode speed check.
+        speed_contexts: Context lengths of the speed check (prefill, warm turn, decode).
         speed_reps: Repetitions per context and precision.
         speed_decode_tokens: Tokens generated per speed run.
+        speed_warm_tokens: New prompt tokens of a warm turn on a filled cache.
         prefix_tokens: Length of the shared prefix of the prefix cache check.
         prefix_pairs: Interleaved cold/memory/disk triples.
         longdoc_tokens: Length of the generated long document.
@@ -65,9 +66,10 @@ class BenchSettings:
     conversation_turns: int = 60
     conversation_max_tokens: int = 24
     conversation_max_context: int = 1024
-    speed_contexts: tuple[int, ...] = (1024, 2048, 4096)
+    speed_contexts: tuple[int, ...] = (1024, 4096, 8192)
     speed_reps: int = 3
-    speed_decode_tokens: int = 64
+    speed_decode_tokens: int = 48
+    speed_warm_tokens: int = 128
     prefix_tokens: int = 2048
     prefix_pairs: int = 3
     longdoc_tokens: int = 6144
@@ -108,6 +110,7 @@ QUICK = BenchSettings(
     speed_contexts=(1024, 2048),
     speed_reps=2,
     speed_decode_tokens=24,
+    speed_warm_tokens=64,
     prefix_tokens=2048,
     prefix_pairs=2,
     longdoc_tokens=1536,
