@@ -25,8 +25,6 @@ from app.bench.results import PartResult, Row
 NAME = "limits"
 TITLE = "Machine limits (read bandwidth, fp32 GEMM peak)"
 GIB = 2**30
-GEMM_SIZE = 2048
-ROW_GEMM_SHAPE = (151936, 896)
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,7 @@ def _best_seconds(function, repetitions: int) -> float:
     return best
 
 
-def read_bandwidth(repetitions: int = 5, size_bytes: int = GIB) -> float:
+def read_bandwidth(repetitions: int, size_bytes: int) -> float:
     """Bytes per second numpy reads while summing a float32 array of ``size_bytes``."""
     import numpy as np
 
@@ -70,7 +68,7 @@ def read_bandwidth(repetitions: int = 5, size_bytes: int = GIB) -> float:
     return size_bytes / _best_seconds(array.sum, repetitions)
 
 
-def gemm_peak(repetitions: int = 5, size: int = GEMM_SIZE) -> float:
+def gemm_peak(repetitions: int, size: int) -> float:
     """fp32 FLOP/s of MLX multiplying two ``size`` x ``size`` matrices."""
     import mlx.core as mx
 
@@ -81,7 +79,7 @@ def gemm_peak(repetitions: int = 5, size: int = GEMM_SIZE) -> float:
     return 2 * size**3 / seconds
 
 
-def row_gemm_bandwidth(repetitions: int = 5, shape=ROW_GEMM_SHAPE) -> float:
+def row_gemm_bandwidth(repetitions: int, shape: tuple[int, ...]) -> float:
     """Matrix bytes per second of MLX multiplying one row by a ``shape`` matrix^T."""
     import mlx.core as mx
 
@@ -92,19 +90,20 @@ def row_gemm_bandwidth(repetitions: int = 5, shape=ROW_GEMM_SHAPE) -> float:
     return weight.nbytes / seconds
 
 
-def measure(repetitions: int = 5) -> Limits:
-    """Measure every limit (a few seconds)."""
+def measure(settings) -> Limits:
+    """Measure every limit at the sizes of ``settings`` (a `BenchSettings`)."""
+    reps = settings.limits_repetitions
     return Limits(
-        read_bytes_per_s=read_bandwidth(repetitions),
-        gemm_flops_per_s=gemm_peak(repetitions),
-        row_gemm_bytes_per_s=row_gemm_bandwidth(repetitions),
+        read_bytes_per_s=read_bandwidth(reps, settings.limits_read_bytes),
+        gemm_flops_per_s=gemm_peak(reps, settings.limits_gemm_size),
+        row_gemm_bytes_per_s=row_gemm_bandwidth(reps, settings.limits_row_matrix),
     )
 
 
 def for_run(ctx: BenchContext) -> Limits:
     """The limits of this run: measured by this part, or now if it did not run first."""
     if ctx.limits is None:
-        ctx.limits = ctx.engine.submit(measure).result()
+        ctx.limits = ctx.engine.submit(measure, ctx.settings).result()
     return ctx.limits
 
 
@@ -117,19 +116,30 @@ def run(ctx: BenchContext) -> PartResult:
     """Measure the limits on the engine thread (where MLX runs)."""
     ctx.limits = None
     limits = for_run(ctx)
+    s = ctx.settings
+    reps = s.limits_repetitions
+    rows, cols = s.limits_row_matrix
     result = PartResult()
-    result.figures = {**limits.to_dict(), "gemm_size": GEMM_SIZE}
+    result.figures = {
+        **limits.to_dict(),
+        "read_bytes": s.limits_read_bytes,
+        "gemm_size": s.limits_gemm_size,
+        "row_matrix": list(s.limits_row_matrix),
+        "repetitions": reps,
+    }
     result.rows = [
         Row(
-            "Limit: read bandwidth (numpy sum of 1 GiB float32, best of 5)",
+            f"Limit: read bandwidth (numpy sum of {s.limits_read_bytes / GIB:g} GiB "
+            f"float32, best of {reps})",
             f"{limits.read_bytes_per_s / 1e9:.1f} GB/s",
         ),
         Row(
-            f"Limit: fp32 GEMM peak (MLX {GEMM_SIZE}x{GEMM_SIZE}, best of 5)",
+            f"Limit: fp32 GEMM peak (MLX {s.limits_gemm_size}x{s.limits_gemm_size}, "
+            f"best of {reps})",
             f"{limits.gemm_flops_per_s / 1e9:.0f} GFLOP/s",
         ),
         Row(
-            "One-row fp32 matmul, 151936x896 matrix (a decode step's lm_head), "
+            f"One-row fp32 matmul, {rows}x{cols} matrix (a decode step's lm_head), "
             "÷ read bandwidth",
             f"{limits.row_gemm_bytes_per_s / 1e9:.1f} GB/s "
             f"({limits.row_gemm_bytes_per_s / limits.read_bytes_per_s:.2f})",

@@ -48,6 +48,10 @@ class BenchSettings:
         longdoc_tokens: Length of the generated long document.
         longdoc_segment_tokens: Segment length when it is read in segments.
         ui_seconds: Streaming time of the UI lateness check.
+        limits_read_bytes: Size of the array summed to measure read bandwidth.
+        limits_gemm_size: Side of the square matrices of the GEMM peak.
+        limits_row_matrix: Shape of the one-row matmul's matrix (a decode lm_head).
+        limits_repetitions: Repetitions of each limit (the best counts).
     """
 
     quick: bool = False
@@ -75,6 +79,10 @@ class BenchSettings:
     longdoc_tokens: int = 6144
     longdoc_segment_tokens: int = 1024
     ui_seconds: float = 10.0
+    limits_read_bytes: int = 2**30
+    limits_gemm_size: int = 2048
+    limits_row_matrix: tuple[int, ...] = (151936, 896)
+    limits_repetitions: int = 5
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
