@@ -57,13 +57,15 @@ def model_costs(ctx: BenchContext) -> dict:
         if not hasattr(model, "lm_head") and embedding is not None:
             parameters += embedding.weight.size  # tied: the embedding is the lm_head
             weight_bytes += embedding.weight.nbytes
-        layer = model.layers[0].self_attn
+        attention = model.layers[0].self_attn
+        heads = int(attention.n_heads)
         return {
             "matmul_parameters": int(parameters),
             "matmul_weight_bytes": int(weight_bytes),
             "layers": len(model.layers),
-            "heads": int(layer.n_heads),
-            "head_dim": int(getattr(layer, "head_dim", 0) or 0),
+            "heads": heads,
+            # qwen2 keeps no head_dim attribute; the query projection has the width.
+            "head_dim": int(attention.q_proj.weight.shape[0]) // heads,
         }
 
     return ctx.engine.submit(read).result()
