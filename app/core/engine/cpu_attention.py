@@ -11,10 +11,14 @@ machine's limits (shared/NOTES-mlx.md, measured with mlx 0.32.4):
   non-positive) scores is one polynomial plus five squarings in plain multiplies and
   adds, which ``mx.compile`` fuses into vectorized loops (`softmax_weights`).
 - The quantized path broadcasts the quantized keys and values over the query heads of a
-  GQA group and runs MLX's CPU quantized matmul for every query length; for a prefill
-  it is 3-4x slower than the float path. Here multi-token queries dequantize the cache
-  once and take the dense path; a single decode query folds the heads of a group into
-  the rows of one quantized matmul.
+  GQA group and runs MLX's CPU quantized matmuls, which are scalar code: for a prefill
+  3-4x slower than the float path, and ``q @ K^T`` over 8K quantized keys took 8-17 ms
+  per layer against 0.9 ms for the whole float attention. Here multi-token queries
+  dequantize the cache once and take the dense path. A decode query works on the
+  integers: a uint8 view of the packed words (bytes at 8 bits, nibbles at 4) cast to
+  float32 feeds BLAS, and the per-group scales and biases are applied to the (small)
+  products, since ``q . (s * k + b) = s * (q . k) + b * sum(q)`` within a group
+  (measured per layer at 8K keys: float 0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
 
 `install` routes mlx-lm's attention through `scaled_dot_product_attention` here; the
 backend decision (`backend.adapt_model`) calls it on the CPU backend only, so Metal keeps
@@ -217,6 +221,73 @@ def quantized_attention(
         keys = mx.dequantize(*q_keys, group_size=group_size, bits=bits)
         values = mx.dequantize(*q_values, group_size=group_size, bits=bits)
         return attention(queries, keys, values, scale, mask)
+    if bits not in _UNPACKABLE_BITS:
+        return _quantized_matmul_decode(
+            queries, q_keys, q_values, scale, mask, group_size, bits
+        )
+    heads = queries.shape[1]
+    batch, kv_heads, key_count, groups = q_keys[1].shape
+    folded = _fold_heads(queries * scale, kv_heads)
+    rows, dim = folded.shape[2], folded.shape[3]
+    by_group = folded.reshape(batch, kv_heads, rows, groups, dim // groups)
+    by_group = by_group.transpose(0, 1, 3, 2, 4)  # (B, H_kv, G, R, g)
+    key_planes = _integer_planes(q_keys[0], groups, bits)
+    step = len(key_planes)
+    # k = scale * integers + bias per group, so q.k = sum over groups of
+    # scale * (q_g . integers_g) + bias * sum(q_g): BLAS matmuls on the integers.
+    raw = sum(
+        by_group[..., index::step] @ plane.swapaxes(-1, -2)
+        for index, plane in enumerate(key_planes)
+    )  # (B, H_kv, G, R, T)
+    key_scales = q_keys[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    key_biases = q_keys[2].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    query_sums = by_group.sum(axis=-1, keepdims=True)
+    scores = (raw * key_scales + query_sums * key_biases).sum(axis=2)
+    scores = _masked_scores(scores, mask, heads, 1, key_count)
+    weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
+    value_scales = q_values[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    value_biases = q_values[2].transpose(0, 1, 3, 2)[..., None]  # (B, H_kv, G, T, 1)
+    scaled = weights[:, :, None] * value_scales  # (B, H_kv, G, R, T)
+    planes = [scaled @ plane for plane in _integer_planes(q_values[0], groups, bits)]
+    # Interleave the planes back into element order (a small (R, D) array).
+    out = mx.stack(planes, axis=-1).reshape(*planes[0].shape[:-1], -1)
+    out = out + weights[:, :, None] @ value_biases
+    out = out.transpose(0, 1, 3, 2, 4).reshape(batch, kv_heads, rows, dim)
+    return _unfold_heads(out / sums, heads)
+
+
+# Bit widths whose packed words split into bytes (8) or nibbles (4) with a uint8 view.
+_UNPACKABLE_BITS = (8, 4)
+
+
+def _integer_planes(packed: mx.array, groups: int, bits: int) -> list[mx.array]:
+    """The integers of ``mx.quantize``'s packed words as float32 matrices, per group.
+
+    ``packed`` is ``(B, H, T, D * bits / 32)`` uint32, little-endian (element i of a
+    word sits at bits ``i * bits``). At 8 bits one plane ``(B, H, G, T, D / G)`` holds
+    every element; at 4 bits the low and high nibbles of each byte are two planes of
+    ``(B, H, G, T, D / G / 2)``: the elements at even and at odd positions of a group.
+    Each plane is contiguous per group, so BLAS reads it in place.
+    """
+    as_bytes = mx.view(packed, mx.uint8)
+    planes = (
+        [as_bytes]
+        if bits == 8
+        else [mx.bitwise_and(as_bytes, 15), mx.right_shift(as_bytes, 4)]
+    )
+    batch, heads, tokens, width = as_bytes.shape
+    return [
+        plane.reshape(batch, heads, tokens, groups, width // groups)
+        .transpose(0, 1, 3, 2, 4)
+        .astype(mx.float32)
+        for plane in planes
+    ]
+
+
+def _quantized_matmul_decode(
+    queries, q_keys, q_values, scale, mask, group_size, bits
+) -> mx.array:
+    """One query over a quantized cache with MLX's quantized matmuls (any bit width)."""
     heads = queries.shape[1]
     kv_heads, key_count = q_keys[0].shape[1], q_keys[0].shape[2]
     folded = _fold_heads(queries * scale, kv_heads)

@@ -187,3 +187,30 @@ def test_model_logits_and_greedy_tokens_match_mlx_lm_attention(tiny_model, bits)
 def test_the_backend_installs_the_cpu_path_only_without_metal():
     assert not backend.uses_metal()
     assert cpu_attention.installed()
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("dim,group", [(64, 32), (128, 32), (128, 64), (128, 128)])
+def test_decode_over_every_group_layout_equals_mlx_lm(bits, dim, group):
+    mx.random.seed(dim + group + bits)
+    q = mx.random.normal((1, 8, 1, dim))
+    k = mx.random.normal((1, 2, 300, dim))
+    v = mx.random.normal((1, 2, 300, dim))
+    q_keys = mx.quantize(k, group_size=group, bits=bits)
+    q_values = mx.quantize(v, group_size=group, bits=bits)
+    want = cpu_attention.MLX_LM_QUANTIZED_SDPA(
+        mx.array(q), q_keys, q_values, SCALE, None, group_size=group, bits=bits
+    )
+    got = cpu_attention.quantized_attention(
+        q, q_keys, q_values, SCALE, None, group, bits
+    )
+    assert _max_difference(got, want) < 1e-5
+
+
+def test_other_bit_widths_decode_through_mlx_quantized_matmul():
+    q, k, v = _qkv(8, 2, 1, 200)
+    q_keys = mx.quantize(k, group_size=64, bits=6)
+    q_values = mx.quantize(v, group_size=64, bits=6)
+    want = _mlx_lm_quantized(q, q_keys, q_values, None, 6)
+    got = cpu_attention.quantized_attention(q, q_keys, q_values, SCALE, None, 64, 6)
+    assert _max_difference(got, want) < 1e-5
