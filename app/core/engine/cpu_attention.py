@@ -160,15 +160,17 @@ def attention(
         stop = min(start + block, length)
         # With a causal mask these queries see nothing past the last one's position.
         visible = key_count - length + stop if mask is not None else key_count
-        outputs.append(
-            _attention_block(
-                queries[:, :, start:stop],
-                keys[:, :, :visible],
-                values[:, :, :visible],
-                scale,
-                mask,
-            )
+        output = _attention_block(
+            queries[:, :, start:stop],
+            keys[:, :, :visible],
+            values[:, :, :visible],
+            scale,
+            mask,
         )
+        # One block's scores at a time: left lazy, MLX would hold every block's at once
+        # and the prefill's peak memory would pass what the budget plans for.
+        mx.eval(output)
+        outputs.append(output)
     return mx.concatenate(outputs, axis=2)
 
 
