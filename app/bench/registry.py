@@ -23,6 +23,7 @@ _MODULES = {
     "long_document": "app.bench.long_document",
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
+    "architectures": "app.bench.architectures",
     "ui": "app.bench.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)

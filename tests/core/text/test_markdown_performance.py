@@ -58,8 +58,9 @@ def test_a_100_kb_pathological_line_renders_in_under_a_second(unit):
 
 @pytest.mark.parametrize("unit", ["*a ", "[", "[](", "a@"])
 def test_pathological_lines_scale_linearly(unit):
-    small = _timed(unit * (10_000 // len(unit)))[1]
-    large = _timed(unit * (100_000 // len(unit)))[1]
+    # Best of three: a single short run on a busy machine can be off by 2x.
+    small = min(_timed(unit * (10_000 // len(unit)))[1] for _ in range(3))
+    large = min(_timed(unit * (100_000 // len(unit)))[1] for _ in range(3))
     # Ten times the text: linear costs about 10x, quadratic 100x.
     assert large < 25 * max(small, 0.01), (unit, small, large)
 
