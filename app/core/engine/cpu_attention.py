@@ -250,11 +250,14 @@ def quantized_attention(
     value_scales = q_values[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
     value_biases = q_values[2].transpose(0, 1, 3, 2)[..., None]  # (B, H_kv, G, T, 1)
     scaled = weights[:, :, None] * value_scales  # (B, H_kv, G, R, T)
-    planes = [scaled @ plane for plane in _integer_planes(q_values[0], groups, bits)]
+    value_groups = q_values[1].shape[-1]  # the value width may differ from the key's
+    planes = [
+        scaled @ plane for plane in _integer_planes(q_values[0], value_groups, bits)
+    ]
     # Interleave the planes back into element order (a small (R, D) array).
     out = mx.stack(planes, axis=-1).reshape(*planes[0].shape[:-1], -1)
     out = out + weights[:, :, None] @ value_biases
-    out = out.transpose(0, 1, 3, 2, 4).reshape(batch, kv_heads, rows, dim)
+    out = out.transpose(0, 1, 3, 2, 4).reshape(batch, kv_heads, rows, -1)
     return _unfold_heads(out / sums, heads)
 
 
