@@ -214,3 +214,24 @@ def test_other_bit_widths_decode_through_mlx_quantized_matmul():
     want = _mlx_lm_quantized(q, q_keys, q_values, None, 6)
     got = cpu_attention.quantized_attention(q, q_keys, q_values, SCALE, None, 64, 6)
     assert _max_difference(got, want) < 1e-5
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_decode_handles_values_narrower_than_keys(bits):
+    # mlx-lm's own quantized attention assumes equal widths; compare with the dense
+    # attention over the dequantized cache instead.
+    mx.random.seed(bits)
+    q = mx.random.normal((1, 8, 1, 128))
+    k = mx.random.normal((1, 2, 300, 128))
+    v = mx.random.normal((1, 2, 300, 64))
+    q_keys = mx.quantize(k, group_size=64, bits=bits)
+    q_values = mx.quantize(v, group_size=64, bits=bits)
+    want = mx.fast.scaled_dot_product_attention(
+        q,
+        mx.dequantize(*q_keys, group_size=64, bits=bits),
+        mx.dequantize(*q_values, group_size=64, bits=bits),
+        scale=SCALE,
+    )
+    got = cpu_attention.quantized_attention(q, q_keys, q_values, SCALE, None, 64, bits)
+    assert got.shape == (1, 8, 1, 64)
+    assert _max_difference(got, want) < 1e-5
