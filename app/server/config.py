@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from app.core.errors import SettingsError
 from app.core.presets import Preset
+from app.core.settings import DEFAULT_SERVER_PORT
 
 DEFAULT_HOST = "127.0.0.1"
-# Next to nobody's default (LM Studio 1234, Ollama 11434, llama.cpp/mlx-lm 8080).
-DEFAULT_PORT = 8989
+DEFAULT_PORT = DEFAULT_SERVER_PORT
 # A long agent history is a few hundred KB of JSON; 8 MiB leaves room for any real
 # conversation while a client cannot make the server buffer arbitrary amounts.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
