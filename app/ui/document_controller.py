@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 from app.core.longdoc.plan_words import duration, progress_line
 from app.core.presets import get_preset
 from app.ui.dialogs import show_failure
+from app.ui.document_drop import FileDropFilter
 from app.ui.document_readings import (
     NEW_CHAT,
     Reading,
@@ -118,6 +119,10 @@ class DocumentController(QObject):
         card.dismiss_clicked.connect(self.dismiss)
         progress.clicked.connect(self._on_progress_clicked)
         turns.blocked = self.blocked_reason
+        # A file dropped on the window or the message box is read like one attached.
+        self.drops = FileDropFilter(self.attach, self)
+        for widget in (window, composer, composer.edit.viewport()):
+            self.drops.watch(widget)
 
     # -- state -------------------------------------------------------------------------
 
@@ -215,6 +220,17 @@ class DocumentController(QObject):
         self._worker.cancel()
         reading.line = "Stopping…"
         self._changed(reading)
+
+    def stop_here(self) -> bool:
+        """Stop the reading the open conversation waits for; False if there is none.
+
+        Esc calls it first: it stops what the open conversation waits for, its
+        document, and otherwise the reply being written.
+        """
+        if not self.blocked_reason(self._current.conversation_id):
+            return False
+        self.stop()
+        return True
 
     def resume(self) -> None:
         """Continue the shown stopped reading (whole reads: in segments)."""

@@ -9,7 +9,8 @@ in the controllers, each with its own signals and tests:
   and its preset;
 * `TurnController` and `DocumentController`: turns, the live reply, documents;
 * `ConversationListController`: the list, search, rename, delete with undo;
-* `NoticesController`: the notice line; `ContextMeterController`: the context meter.
+* `NoticesController`: the notice line; `ContextMeterController`: the context meter;
+* `ServerController`: the local server of the Settings switch.
 
 Model work runs on the `GenerationWorker`'s thread and memory sampling on the
 `MemorySampler`'s (`WindowThreads`); closing the window stops a reply in progress (the
@@ -44,11 +45,11 @@ from app.ui.conversation_list_view import ConversationListView
 from app.ui.current_conversation_controller import CurrentConversationController
 from app.ui.document_card_view import DocumentCardView
 from app.ui.document_controller import DocumentController
-from app.ui.document_drop import FileDropFilter
 from app.ui.model_controller import DEMO, ModelController
 from app.ui.model_picker_controller import ModelPickerController
 from app.ui.notices_controller import NoticesController
 from app.ui.preset_picker_controller import PresetPickerController
+from app.ui.server_controller import ServerController
 from app.ui.settings_controller import SettingsController
 from app.ui.status_area_view import StatusAreaView
 from app.ui.theme import markdown_theme, refresh_style_sheets
@@ -178,9 +179,6 @@ class MainWindow(QMainWindow):
             self.document_progress,
             self,
         )
-        self.file_drops = FileDropFilter(self.documents.attach, self)
-        for widget in (self, self.composer, self.composer.edit.viewport()):
-            self.file_drops.watch(widget)
         self.conversation_list = ConversationListController(
             self.store,
             self.list_view,
@@ -204,6 +202,7 @@ class MainWindow(QMainWindow):
             self.toolbar, self.models, self.settings_controller, self.sampler, self
         )
         self.preset_picker = PresetPickerController(self.toolbar, self.current, self)
+        self.server = ServerController(worker, self.settings_controller, self)
 
     def _build_actions(self) -> None:
         self.new_chat_action = self._action(
@@ -213,7 +212,9 @@ class MainWindow(QMainWindow):
             "Search", QKeySequence.StandardKey.Find, self.list_view.focus_search
         )
         self.stop_action = self._action(
-            "Stop", QKeySequence(Qt.Key.Key_Escape), self._on_stop_action_triggered
+            "Stop",
+            QKeySequence(Qt.Key.Key_Escape),
+            lambda: self.documents.stop_here() or self.turns.stop(),
         )
         self.settings_action = self._action(
             "Settings", QKeySequence("Ctrl+,"), self.settings_controller.open_dialog
@@ -259,6 +260,8 @@ class MainWindow(QMainWindow):
             self._on_settings_controller_settings_changed
         )
         notices.open_models = self.model_picker.open_manager
+        self.server.status_changed.connect(self.status_area.server_status.set_status)
+        self.server.failed.connect(notices.show_server_failed)
 
     def _start(self, restore_state: bool, load_last_model: bool) -> None:
         self.conversation_list.refresh()
@@ -277,6 +280,7 @@ class MainWindow(QMainWindow):
         self.model_picker.fill()
         self.model_picker.refresh()
         self.turns.refresh_composer()
+        self.server.start_if_enabled()
         last = self.settings_controller.settings.last_model
         if load_last_model and last and Path(last).is_dir():
             self.models.load(last)
@@ -316,13 +320,6 @@ class MainWindow(QMainWindow):
         self.model_picker.set_enabled(not busy)
         self._update_main_view()
 
-    def _on_stop_action_triggered(self) -> None:
-        # Esc stops what the open conversation waits for: its document, else the reply.
-        if self.documents.blocked_reason(self.current.conversation_id):
-            self.documents.stop()
-        else:
-            self.turns.stop()
-
     def _on_settings_controller_settings_changed(self, settings, _previous) -> None:
         self.memory_gauge.set_cap_fraction(settings.memory_cap_fraction)
         self.threads.documents.settings = settings  # read when the next reading starts
@@ -354,6 +351,7 @@ class MainWindow(QMainWindow):
             self.meter,
             self.model_picker,
             self.preset_picker,
+            self.server,
         )
 
     def changeEvent(self, event) -> None:
@@ -390,6 +388,7 @@ class MainWindow(QMainWindow):
             log.warning("window state not saved: %s", exc)
         if self.model_picker.manager is not None:
             self.model_picker.manager.cancel_download()
+        self.server.stop()  # its replies stop within a token, before the engine does
         self.documents.shutdown()
         stopped = self.threads.stop()
         for tasks in self.findChildren(TaskSet):

@@ -1,5 +1,8 @@
 """The panel at the bottom of the window: notices, memory, context, a document's progress.
 
+The local server's line sits at the end of the row when the server runs; a document's
+progress beside the context meter while one is read.
+
 Always visible and always the same height, so what it shows changing never moves the
 chat above it. Layout only.
 """
@@ -12,6 +15,7 @@ from app.ui.context_meter_view import ContextMeterView
 from app.ui.document_card_view import DocumentProgressView
 from app.ui.memory_gauge_view import MemoryGaugeView
 from app.ui.notice_area_view import NoticeAreaView
+from app.ui.server_status_view import ServerStatusView
 
 
 class StatusAreaView(QFrame):
@@ -39,4 +43,6 @@ class StatusAreaView(QFrame):
         # Shown only while a document is read, in whichever conversation.
         self.document_progress = DocumentProgressView()
         row.addWidget(self.document_progress, 2)
+        self.server_status = ServerStatusView()
+        row.addWidget(self.server_status)
         column.addLayout(row)

@@ -17,9 +17,9 @@ from typing import Any
 
 import mlx.nn as nn
 
+from app.core.budget.weights_check import check_layers_present, shorten
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
-from app.core.engine.weights_check import check_layers_present, shorten
 from app.core.errors import ModelLoadError
 
 # A module name under mlx_lm.models: nothing that could reach outside it.
