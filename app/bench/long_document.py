@@ -180,8 +180,10 @@ def _read_segments(ctx: BenchContext, document) -> dict:
 
     s = ctx.settings
     scratch = Path(ctx.scratch or ctx.out_dir)
-    # Segments of a sixth of the document, plus one paragraph the packing may need.
-    per_segment = -(-s.longdoc_tokens // s.longdoc_segments) + PARAGRAPH_TOKENS
+    # Segments of a sixth of the document, plus half a paragraph the packing may need
+    # (paragraphs are not cut, so a segment ends at a paragraph's end).
+    tokens = ctx.engine.count_tokens(document.read_text())
+    per_segment = -(-tokens // s.longdoc_segments) + PARAGRAPH_TOKENS // 2
     preset = _preset(SEGMENT_BITS, per_segment)
     db = scratch / "long-document-segments.db"
     db.unlink(missing_ok=True)

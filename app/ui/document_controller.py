@@ -218,6 +218,8 @@ class DocumentController(QObject):
         if reading is None:
             return
         self._worker.cancel()
+        if reading.phase == "planning":  # nothing read yet: forget it
+            del self.readings[reading.key]
         reading.line = "Stopping…"
         self._changed(reading)
 
@@ -326,6 +328,8 @@ class DocumentController(QObject):
             if not Path(reading.request.path).is_file():
                 resume = ""
             card.show_stopped(reading.name, reading.line, resume)
+            if reading.notes_title.startswith("Notes"):  # what was kept, to read
+                card.set_notes(reading.notes_title, reading.notes)
 
     def _show_plan(self, reading: Reading) -> None:
         self._card.show_plan(reading.name, *plan_texts(reading.offer))

@@ -78,6 +78,8 @@ def plan_texts(offer: PlanOffer) -> tuple[str, str, str, str]:
 def mark_stopped(reading: Reading, event) -> None:
     """A reading was stopped (``event``: its cancelled `RunFinished`)."""
     reading.phase = "stopped"
+    if reading.answer:  # stopped while answering: the notes were kept, not shown
+        reading.notes_title, reading.notes = "", ""
     reading.answer = ""
     if event.stopped_whole:
         reading.request = replace(reading.request, mode="whole")

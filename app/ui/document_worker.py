@@ -161,6 +161,7 @@ class DocumentWorker(QObject):
         if self._parked:
             return
         from app.core.longdoc import read_document
+        from app.core.longdoc.planning import PlanCancelled
 
         try:
             if self.engine.model_info is None:
@@ -169,6 +170,8 @@ class DocumentWorker(QObject):
             runner = self._runner(request.preset, token)
             plan = runner.plan(document, request.question or None, request.mode)
             offer = self._offer(runner, request, document, plan)
+        except PlanCancelled:
+            return  # the user cancelled it; the card is gone already
         except Exception as exc:
             self.plan_failed.emit(request, self._error(exc, "planning the reading"))
             return

@@ -346,3 +346,20 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
     assert window.document_card.isVisible()
     with qtbot.waitSignal(window.documents.document_finished, timeout=10_000):
         window.stop_action.trigger()
+
+
+def test_a_plan_cancelled_while_it_is_made_leaves_nothing(qtbot, window, tmp_path):
+    engine = window.worker.engine
+    window.current.set_preset(reading_preset())
+    path = write_text(tmp_path / "quick.txt", engine, segments=2, tokens=200)
+    shown = []
+    window.documents.plan_shown.connect(lambda *a: shown.append(a))
+    assert window.documents.attach(str(path))
+    card = window.document_card
+    assert card.isVisible() and card.stop_button.text() == "Cancel"
+    card.stop_button.click()
+    assert card.isHidden() and not window.documents.busy
+    qtbot.wait(1500)  # a plan that finished anyway is not shown
+    assert not shown and card.isHidden()
+    offer = plan(qtbot, window, path)  # and the next attach works
+    assert offer.plan.segments

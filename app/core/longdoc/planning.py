@@ -34,6 +34,11 @@ from app.core.longdoc.speed import SpeedModel, SpeedRecord
 from app.core.longdoc.speed_probe import probe_speed
 from app.core.presets import Preset
 
+
+class PlanCancelled(Exception):
+    """The plan's cancel token was set while the document was being cut."""
+
+
 JOIN_SLACK = 8
 """Tokens allowed for BPE merges where notes and segment are pasted into a prompt
 measured without them: the bounds below are checked against every real prompt."""
@@ -227,9 +232,11 @@ class Planner:
             document: The document.
             question: What to answer; a summary is asked for when None or blank.
             mode: ``auto``, ``whole`` or ``segments``.
-            cancel: Stops a first-time speed probe (the plan then has no estimate).
+            cancel: Stops cutting the document (`PlanCancelled`) and a first-time
+                speed probe (the plan then has no estimate).
 
         Raises:
+            PlanCancelled: ``cancel`` was set while the document was being cut.
             ValueError: An unknown mode.
             BudgetError: The chosen way does not fit in memory (with the numbers).
             InputError: The document has no text for the tokenizer.
@@ -239,6 +246,8 @@ class Planner:
         # One streaming pass: only the segments' places are kept, never the text.
         parts, whole_chars = [], 0
         for segment in stream_segments(document.chunks(), preset.segment_tokens, count):
+            if cancel is not None and cancel.cancelled:
+                raise PlanCancelled  # a long document takes a while to cut
             parts.append(segment.span)
             whole_chars = segment.end
         if not parts:
