@@ -180,10 +180,7 @@ def _read_segments(ctx: BenchContext, document) -> dict:
 
     s = ctx.settings
     scratch = Path(ctx.scratch or ctx.out_dir)
-    # Segments of a sixth of the document, plus half a paragraph the packing may need
-    # (paragraphs are not cut, so a segment ends at a paragraph's end).
-    tokens = ctx.engine.count_tokens(document.read_text())
-    per_segment = -(-tokens // s.longdoc_segments) + PARAGRAPH_TOKENS // 2
+    per_segment = _segment_tokens(ctx, document, s.longdoc_segments)
     preset = _preset(SEGMENT_BITS, per_segment)
     db = scratch / "long-document-segments.db"
     db.unlink(missing_ok=True)
@@ -231,6 +228,21 @@ def _read_segments(ctx: BenchContext, document) -> dict:
         "predicted_s": started.estimate_s,
         "plan_line": started.plan_line,
     }
+
+
+def _segment_tokens(ctx: BenchContext, document, segments: int) -> int:
+    """The smallest segment length (in steps of 32) that cuts the text in ``segments``.
+
+    Segments end at paragraph ends, so a sixth of the tokens alone leaves a seventh,
+    short segment.
+    """
+    from app.core.longdoc.segmenter import split_segments
+
+    text, count = document.read_text(), ctx.engine.count_tokens
+    tokens = -(-count(text) // segments)
+    while len(split_segments(text, tokens, count)) > segments:
+        tokens += 32
+    return tokens
 
 
 def run(ctx: BenchContext) -> PartResult:
