@@ -153,9 +153,9 @@ def test_stop_during_a_segments_prefill_answers_within_a_second_and_resume_finis
     qtbot, window, store, tmp_path
 ):
     engine = window.worker.engine
-    # 4-bit KV on this CPU reads ~1,500 tokens in a few seconds: long enough to stop.
-    window.current.set_preset(reading_preset(segment_tokens=1536, max_context=2048))
-    path = write_text(tmp_path / "long.txt", engine, segments=3, tokens=1450, seed=1)
+    # ~8K tokens of 4-bit KV take seconds to read on this CPU: long enough to stop.
+    window.current.set_preset(reading_preset(segment_tokens=8192, max_context=16384))
+    path = write_text(tmp_path / "long.txt", engine, segments=3, tokens=7800, seed=1)
     offer = plan(qtbot, window, path)
     assert len(offer.plan.segments) == 3
     reading_second = []
@@ -240,8 +240,8 @@ def test_a_reading_stopped_in_an_earlier_run_is_resumed_from_its_card(
 
 def test_a_stopped_whole_read_continues_in_segments(qtbot, window, store, tmp_path):
     engine = window.worker.engine
-    window.current.set_preset(reading_preset(segment_tokens=1024))
-    path = write_text(tmp_path / "whole.txt", engine, segments=2, tokens=1000, seed=3)
+    window.current.set_preset(reading_preset(segment_tokens=4096))
+    path = write_text(tmp_path / "whole.txt", engine, segments=2, tokens=3800, seed=3)
     offer = plan(qtbot, window, path)
     if offer.plan.mode != "whole":
         with qtbot.waitSignal(window.documents.plan_shown, timeout=READ_TIMEOUT_MS):
@@ -317,8 +317,8 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
     engine = window.worker.engine
     other, _report = send(window, "hello there")
     window.current.new_chat()
-    window.current.set_preset(reading_preset(segment_tokens=1536, max_context=2048))
-    path = write_text(tmp_path / "slow.txt", engine, segments=3, tokens=1450, seed=4)
+    window.current.set_preset(reading_preset(segment_tokens=8192, max_context=16384))
+    path = write_text(tmp_path / "slow.txt", engine, segments=3, tokens=7800, seed=4)
     plan(qtbot, window, path)
     window.document_card.start_button.click()
     qtbot.waitUntil(

@@ -292,11 +292,11 @@ def test_the_first_plan_probes_the_speed_and_later_runs_refine_it(
 
 
 def test_a_cancel_during_a_long_prefill_ends_the_run_within_a_second(engine, tmp_path):
-    # 4-bit KV reads ~1,500 tokens in seconds on this CPU.
+    # ~8K tokens of 4-bit KV take seconds to read on this CPU.
     preset = get_preset("long-document").with_changes(
-        segment_tokens=1536, summary_max_tokens=16, max_tokens=16, max_context=2048
+        segment_tokens=8192, summary_max_tokens=16, max_tokens=16, max_context=16384
     )
-    document = _document(engine, tmp_path / "slow.txt", segments=2, tokens=1450)
+    document = _document(engine, tmp_path / "slow.txt", segments=2, tokens=7800)
     with Store.open(tmp_path / "b.db") as store:
         runner = LongDocumentRunner(engine, store, preset, seed=0)
         cancelled_at, events = None, []
@@ -323,7 +323,7 @@ def test_a_whole_read_stopped_in_its_prefill_says_so(engine, tmp_path):
     preset = get_preset("long-document").with_changes(
         summary_max_tokens=16, max_tokens=16
     )
-    document = _document(engine, tmp_path / "whole.txt", segments=1, tokens=1400)
+    document = _document(engine, tmp_path / "whole.txt", segments=1, tokens=4000)
     with Store.open(tmp_path / "c.db") as store:
         runner = LongDocumentRunner(engine, store, preset, seed=0)
         for event in runner.run(document, mode="whole"):
