@@ -363,3 +363,30 @@ def test_a_plan_cancelled_while_it_is_made_leaves_nothing(qtbot, window, tmp_pat
     assert not shown and card.isHidden()
     offer = plan(qtbot, window, path)  # and the next attach works
     assert offer.plan.segments
+
+
+def test_closing_the_window_mid_reading_keeps_the_notes_and_exits_quickly(
+    qtbot, window, tmp_path
+):
+    from app.core.store import Store
+
+    engine = window.worker.engine
+    window.current.set_preset(reading_preset(segment_tokens=8192, max_context=16384))
+    path = write_text(tmp_path / "closing.txt", engine, segments=3, tokens=7800, seed=5)
+    plan(qtbot, window, path)
+    with qtbot.waitSignal(
+        window.documents.segment_read, timeout=READ_TIMEOUT_MS
+    ) as got:
+        window.document_card.start_button.click()
+    conversation_id = got.args[0]
+    started = time.monotonic()
+    window.close()
+    took = time.monotonic() - started
+    assert took < 2.0, f"closing took {took:.2f} s"
+    assert not window.threads.documents_thread.isRunning()
+    assert window.threads.documents.parent() is window
+    QApplication.processEvents()
+    with Store.open() as reopened:  # the window closed the store it was given
+        (document,) = reopened.documents(conversation_id)
+        assert document.status == "interrupted"
+        assert len(reopened.document_segments(document.id)) >= 1
