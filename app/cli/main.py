@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli import (
         bench_command,
         chat_command,
+        check_quality_command,
         doctor_command,
         make_model_command,
         presets_command,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         presets_command,
         doctor_command,
         make_model_command,
+        check_quality_command,
         bench_command,
     ):
         module.register(subcommands)
