@@ -20,6 +20,7 @@ MEASUREMENTS: tuple[str, ...] = (
     "long_document",
     "prefix_cache",
     "context_speed",
+    "fidelity",
     "ui",
 )
 
@@ -32,6 +33,7 @@ _MODULES = {
     "long_document": "app.bench.long_document",
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
+    "fidelity": "app.bench.fidelity",
     "ui": "app.bench.ui_responsiveness",
 }
 
