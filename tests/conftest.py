@@ -37,3 +37,14 @@ def tiny_qwen2_model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models") / "tiny-qwen2"
     build_model(folder, shape="tiny", bits=16, seed=0, arch="qwen2")
     return folder
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    """A real engine with the tiny model loaded, shared by one test module."""
+    from app.core.engine.engine import Engine
+
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    yield engine
+    engine.shutdown()

@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
         if command.get("op") != "turn":
             break
         turn_started = time.perf_counter()
-        report = session.send(command["text"])
+        report = session.send(command["text"]).wait()
         wall = time.perf_counter() - turn_started
         state = engine.cache_state(session.cache_key)
         active, cache, _ = engine.mlx_memory()

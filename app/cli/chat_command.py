@@ -80,6 +80,31 @@ def _preset_from_args(args, base):
     )
 
 
+def _run_turn(turn, show: bool):
+    """Loop over a turn's events, printing the reply and trims when ``show``."""
+    from app.core.chat.turn_events import Trimmed, TurnFinished
+    from app.core.engine.events import GenerationEvent
+
+    report = None
+    for event in turn:
+        if isinstance(event, TurnFinished):
+            report = event.report
+        elif not show:
+            continue
+        elif isinstance(event, GenerationEvent):
+            print(event.text, end="", flush=True)
+        elif isinstance(event, Trimmed):
+            o = event.outcome
+            _say(
+                f"[trimmed: {o.dropped_messages} messages summarised "
+                f"({o.summary_method}, {o.summary_tokens} tokens), cache "
+                f"{o.cache_method} in {o.cache_ms:.0f} ms"
+                + (f"; {o.note}" if o.note else "")
+                + "]"
+            )
+    return report
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the chat loop until stdin ends."""
     from app.cli.runtime import open_runtime
@@ -130,23 +155,12 @@ def run(args: argparse.Namespace) -> int:
             if not text.strip():
                 continue
             try:
-                if args.json:
-                    report = session.send(text)
-                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
-                    continue
                 if interactive:
                     print("swapless> ", end="", flush=True)
-                report = session.send(
-                    text,
-                    on_text=lambda t: print(t, end="", flush=True),
-                    on_trim=lambda o: _say(
-                        f"[trimmed: {o.dropped_messages} messages summarised "
-                        f"({o.summary_method}, {o.summary_tokens} tokens), cache "
-                        f"{o.cache_method} in {o.cache_ms:.0f} ms"
-                        + (f"; {o.note}" if o.note else "")
-                        + "]"
-                    ),
-                )
+                report = _run_turn(session.send(text), show=not args.json)
+                if args.json:
+                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
+                    continue
                 print(flush=True)
                 if interactive:
                     _say(

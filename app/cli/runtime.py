@@ -20,7 +20,7 @@ class Runtime:
     engine: object
     model_info: object
     pressure: Callable[[], str] = field(default=lambda: "normal")
-    device_limit: Callable[[int], int | None] | None = None
+    device_limit: Callable[[int, int], int | None] | None = None
 
     def session_kwargs(self, seed: int | None) -> dict:
         """Keyword arguments for a `ConversationSession`."""
@@ -51,37 +51,24 @@ def open_store(say: Callable[[str], None]) -> Store:
     return store
 
 
-def engine_from_settings():
-    """An engine configured from the user's settings (budget, prefix-cache disk cap)."""
-    from app.core.engine.engine import Engine
-    from app.core.engine.prefix_cache_settings import PrefixCacheSettings
-    from app.core.settings import load_settings
-
-    settings = load_settings()
-    return Engine(
-        budget_settings=settings.budget(),
-        prefix_cache_settings=PrefixCacheSettings(
-            disk_cap_bytes=settings.prefix_cache_disk_cap_bytes
-        ),
-    )
-
-
 def open_runtime(
     model: str | None, *, conversation_id: int | None, say: Callable[[str], None]
 ) -> Runtime:
     """Open the store, pick the model (explicit, the conversation's, or the demo) and load it."""
-    from app.core.engine.demo_model import DEMO_NOTICE, ensure_demo_model
+    from app.core.engine.demo_model import DEMO_NOTICE
+    from app.core.engine.engine import Engine
 
     store = open_store(say)
     try:
         if model is None and conversation_id is not None:
             model = store.get_conversation(conversation_id).model
         demo = model is None
+        engine = Engine.from_settings()
         if demo:
             say(DEMO_NOTICE)
-            model = str(ensure_demo_model())
-        engine = engine_from_settings()
-        info = engine.load(model)
+            info = engine.load_demo()
+        else:
+            info = engine.load(model)
         if info.random_weights and not demo:
             say(f"Note: {info.folder} has random weights; its replies are noise.")
     except BaseException:

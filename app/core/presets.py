@@ -21,6 +21,7 @@ from app.core.generation_settings import (
     KVSettings,
     SamplingSettings,
 )
+from app.core.known_keys import reject_unknown_keys
 
 DEFAULT_PRESET = "chat"
 VALID_TRIM_METHODS = ("splice", "rebuild")
@@ -165,12 +166,7 @@ def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
             f"preset name {name!r} must be 1-40 lowercase letters, digits, '-' or '_'"
         )
     values = {k: v for k, v in data.items() if k != "name"}
-    unknown = sorted(set(values) - set(_FIELDS))
-    if unknown:
-        allowed = ", ".join(k for k in _FIELDS if k != "name")
-        raise SettingsError(
-            f"preset {name!r}: unknown key {unknown[0]!r}; allowed keys are {allowed}"
-        )
+    reject_unknown_keys(values, (k for k in _FIELDS if k != "name"), f"preset {name!r}")
     missing = [k for k in _FIELDS if k not in values and k != "name"]
     if missing:
         raise SettingsError(f"preset {name!r}: missing key {missing[0]!r}")

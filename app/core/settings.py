@@ -25,6 +25,7 @@ from app.core.budget.memory_budget import (
     BudgetSettings,
 )
 from app.core.errors import SettingsError
+from app.core.known_keys import reject_unknown_keys
 from app.core.presets import DEFAULT_PRESET
 
 GIB = 1024**3
@@ -85,13 +86,7 @@ class AppSettings:
             SettingsError: An unknown key (the message lists the known ones) or an
                 invalid value (the message names the key and the allowed values).
         """
-        known = [item.name for item in fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise SettingsError(
-                f"setting {unknown[0]!r} is unknown; known settings are "
-                f"{', '.join(known)}"
-            )
+        reject_unknown_keys(data, (item.name for item in fields(cls)), "settings")
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:

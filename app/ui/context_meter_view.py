@@ -13,8 +13,8 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
+from app.core.budget.context_state import ContextState
 from app.core.text.display_numbers import format_bytes, format_count
-from app.ui.generation_worker import ContextState
 from app.ui.theme import PRESSURE_COLOURS
 
 

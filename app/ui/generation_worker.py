@@ -9,6 +9,11 @@ come back as past-tense signals (`model_loaded`, `chunk_received`,
 runs on the engine's own thread behind them. `cancel` is the one method meant to be
 called directly from the UI thread while a request runs: it is thread-safe.
 
+Every run — a chat turn (send, regenerate, edit) or a document — is an iterator of the
+core's frozen events, relayed here by one loop as signals, with one `CancelToken` per
+request (created when the request is made, so a Stop pressed while it is still queued
+counts too). The numbers of the context meter come from `app.core.budget.context_state`.
+
 Errors: a `KnownError` travels as a `WorkerError` with its message for the user; any other
 exception is a bug, logged here with its traceback, and reported as a generic failure.
 """
@@ -18,19 +23,19 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
-from app.core.errors import KnownError, SettingsError
-from app.core.presets import Preset, get_preset
+from app.core.cancel import CancelToken
+from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
+from app.core.errors import KnownError
+from app.core.presets import Preset
 
 log = logging.getLogger(__name__)
 
-NO_MODEL_MESSAGE = (
-    "No model is loaded. Pick one at the top of the window or open Models…"
-)
+__all__ = ["NO_MODEL_MESSAGE", "GenerationWorker", "WorkerError"]
 
 
 @dataclass(frozen=True)
@@ -46,35 +51,6 @@ class WorkerError:
     message: str
     known: bool
     details: str = ""
-
-
-@dataclass(frozen=True)
-class ContextState:
-    """What the context meter shows for one conversation.
-
-    Attributes:
-        conversation_id: The conversation, or None for a chat not started yet.
-        tokens: Tokens the conversation holds in the KV cache (or would, once sent).
-        effective_limit: The limit in force: the preset's, or the device's if smaller.
-        preset_limit: The preset's own max_context.
-        kv_bytes: Bytes of KV cache for those tokens at the preset's precision.
-        kv_bits: That precision.
-        trims: Summaries written for this conversation so far.
-        next_trim_at: Tokens held at which the next turn will trim first (it leaves
-            room for a whole reply of max_tokens).
-        exact: True when measured on the live cache, False when estimated from the
-            rendered prompt.
-    """
-
-    conversation_id: int | None
-    tokens: int
-    effective_limit: int
-    preset_limit: int
-    kv_bytes: int
-    kv_bits: int
-    trims: int
-    next_trim_at: int
-    exact: bool
 
 
 class GenerationWorker(QObject):
@@ -94,6 +70,7 @@ class GenerationWorker(QObject):
     turn_started = Signal(int)
     chunk_received = Signal(int, str)
     prefill_progressed = Signal(int, int, int)
+    trim_started = Signal(int, object)
     trim_happened = Signal(int, object)
     generation_finished = Signal(int, object)
     generation_failed = Signal(int, object)
@@ -106,10 +83,10 @@ class GenerationWorker(QObject):
 
     _load_requested = Signal(str)
     _demo_requested = Signal()
-    _send_requested = Signal(object, str, object)
-    _document_requested = Signal(object, str, str, object)
-    _regenerate_requested = Signal(int)
-    _edit_requested = Signal(int, int, str)
+    _send_requested = Signal(object, str, object, object)
+    _document_requested = Signal(object, str, str, object, object)
+    _regenerate_requested = Signal(int, object)
+    _edit_requested = Signal(int, int, str, object)
     _preset_requested = Signal(int, object)
     _measure_requested = Signal(object, object)
     _forget_requested = Signal(int)
@@ -124,26 +101,16 @@ class GenerationWorker(QObject):
             settings = AppSettings()
         if engine is None:
             from app.core.engine.engine import Engine
-            from app.core.engine.prefix_cache_settings import PrefixCacheSettings
 
-            # The prefix cache is created later, on the engine's thread: its module
-            # imports MLX, which must not happen on the UI thread.
-            engine = Engine(
-                budget_settings=settings.budget(),
-                prefix_cache_settings=PrefixCacheSettings(
-                    disk_cap_bytes=settings.prefix_cache_disk_cap_bytes
-                ),
-            )
+            engine = Engine.from_settings(settings)
         self.store = store
         self.engine = engine
-        self.pressure: Callable[[], str] = lambda: "normal"
+        self.sessions = SessionRegistry(engine, store)
         self._settings = settings
         self._prefix_configured = False
-        self._sessions: dict[int, object] = {}
-        self._cancel = threading.Event()
-        self._active_lock = threading.Lock()
-        self._active_session = None
-        self._active_runner = None
+        # The newest request's token: Stop cancels whatever runs or waits to run.
+        self._token_lock = threading.Lock()
+        self._token: CancelToken | None = None
         self._parked = False
         self._load_requested.connect(self._on_load_requested)
         self._document_requested.connect(self._on_document_requested)
@@ -171,7 +138,7 @@ class GenerationWorker(QObject):
         self, conversation_id: int | None, text: str, preset: Preset | None
     ) -> None:
         """Send a user message; None starts a new conversation with ``preset``."""
-        self._send_requested.emit(conversation_id, text, preset)
+        self._send_requested.emit(conversation_id, text, preset, self._new_token())
 
     def read_document(
         self, conversation_id: int | None, path: str, question: str, preset: Preset
@@ -182,15 +149,17 @@ class GenerationWorker(QObject):
         comes as `document_started`, `document_progressed`, `chunk_received` (the
         answer) and `document_finished`.
         """
-        self._document_requested.emit(conversation_id, str(path), question, preset)
+        self._document_requested.emit(
+            conversation_id, str(path), question, preset, self._new_token()
+        )
 
     def regenerate(self, conversation_id: int) -> None:
         """Replace the last reply of a conversation with a new one."""
-        self._regenerate_requested.emit(conversation_id)
+        self._regenerate_requested.emit(conversation_id, self._new_token())
 
     def edit_and_resend(self, conversation_id: int, message_id: int, text: str) -> None:
         """Replace a user message (and what followed) and send the new text."""
-        self._edit_requested.emit(conversation_id, message_id, text)
+        self._edit_requested.emit(conversation_id, message_id, text, self._new_token())
 
     def apply_preset(self, conversation_id: int, preset: Preset) -> None:
         """Use ``preset`` from the conversation's next turn on, and save it with it."""
@@ -215,18 +184,30 @@ class GenerationWorker(QObject):
         self._park_requested.emit()
 
     def cancel(self) -> None:
-        """Stop the reply in progress soon (thread-safe; call it from the UI thread).
+        """Stop the newest request soon (thread-safe; call it from the UI thread).
 
-        The flag also covers the moments before the engine has a reply to stop (while
-        trimming): the first token then stops it.
+        The token also covers a request still queued and the moments before the engine
+        has a reply to stop (while trimming): the reply then stops at once.
         """
-        self._cancel.set()
-        with self._active_lock:
-            session, runner = self._active_session, self._active_runner
-        if session is not None:
-            session.cancel()
-        if runner is not None:
-            runner.cancel()
+        with self._token_lock:
+            token = self._token
+        if token is not None:
+            token.cancel()
+
+    def _new_token(self) -> CancelToken:
+        token = CancelToken()
+        with self._token_lock:
+            self._token = token
+        return token
+
+    @property
+    def pressure(self) -> Callable[[], str]:
+        """Returns the system memory pressure level (the app sets its sampler's)."""
+        return self.sessions.pressure
+
+    @pressure.setter
+    def pressure(self, source: Callable[[], str]) -> None:
+        self.sessions.pressure = source
 
     @property
     def model_info(self):
@@ -253,21 +234,21 @@ class GenerationWorker(QObject):
             return  # the window has shut down
         self.model_loading_started.emit("demo")
         try:
-            from app.core.engine.demo_model import ensure_demo_model
-
-            # Building writes MLX arrays: it runs on the engine's thread like all MLX.
-            folder = self.engine.submit(ensure_demo_model).result()
-            info = self._load(str(folder))
+            self._before_load()
+            info = self.engine.load_demo()
         except Exception as exc:
             self.model_load_failed.emit(self._error(exc, "building the demo model"))
             return
         self.model_loaded.emit(info)
 
     def _load(self, folder: str):
-        self._sessions.clear()
-        self._configure_prefix_cache()
+        self._before_load()
         # The engine checks the weights against the memory budget before it allocates.
         return self.engine.load(folder)
+
+    def _before_load(self) -> None:
+        self.sessions.clear()
+        self._configure_prefix_cache()
 
     def _configure_prefix_cache(self) -> None:
         """Give the engine's prefix cache the user's disk cap (on the engine thread)."""
@@ -278,11 +259,6 @@ class GenerationWorker(QObject):
         cap = self._settings.prefix_cache_disk_cap_bytes
         self.engine.set_prefix_cache_settings(PrefixCacheSettings(disk_cap_bytes=cap))
         self._prefix_configured = True
-
-    def device_limit(self, bits: int) -> int | None:
-        """The device's max safe context at ``bits`` for the loaded model, if known."""
-        limit = getattr(self.engine, "max_safe_context", None)
-        return limit(bits) if limit is not None else None
 
     @Slot(object)
     def _on_settings_requested(self, settings) -> None:
@@ -308,197 +284,120 @@ class GenerationWorker(QObject):
 
     # -- turns -------------------------------------------------------------------------
 
-    def _session(self, conversation_id: int):
-        from app.core.chat.conversation_session import ConversationSession
-
-        session = self._sessions.get(conversation_id)
-        if session is not None:
-            return session
-        kwargs = {"pressure": self.pressure, "device_limit": self.device_limit}
-        try:
-            session = ConversationSession(
-                self.engine, self.store, conversation_id, **kwargs
-            )
-        except SettingsError as exc:
-            # Settings saved by an older or hand-edited file: continue with the default
-            # preset rather than refuse to open the conversation.
-            log.warning(
-                "conversation %s: %s; using the default preset", conversation_id, exc
-            )
-            preset = get_preset("chat")
-            self.store.update_conversation(
-                conversation_id,
-                preset=preset.name,
-                settings=preset.to_dict(),
-                system_prompt=preset.system_prompt,
-            )
-            session = ConversationSession(
-                self.engine, self.store, conversation_id, **kwargs
-            )
-        self._sessions[conversation_id] = session
-        return session
-
-    def _require_model(self):
-        info = self.engine.model_info
-        if info is None:
-            raise KnownError(NO_MODEL_MESSAGE)
-        return info
-
-    @Slot(object, str, object)
-    def _on_send_requested(self, conversation_id, text: str, preset) -> None:
+    @Slot(object, str, object, object)
+    def _on_send_requested(self, conversation_id, text: str, preset, token) -> None:
         if self._parked:
             return  # the window has shut down
-        from app.core.chat.conversation_session import ConversationSession
-
         cid = conversation_id if conversation_id is not None else -1
         try:
-            info = self._require_model()
             if conversation_id is None:
-                session = ConversationSession.start(
-                    self.engine,
-                    self.store,
-                    preset,
-                    model=info.folder,
-                    pressure=self.pressure,
-                    device_limit=self.device_limit,
-                )
+                session = self.sessions.start(preset)
                 cid = session.conversation_id
-                self._sessions[cid] = session
                 self.conversation_started.emit(cid)
             else:
-                session = self._session(conversation_id)
-                if self.store.get_conversation(cid).model != info.folder:
-                    self.store.update_conversation(cid, model=info.folder)
-            self._run_turn(
-                cid,
-                session,
-                lambda on_text, on_progress: session.send(
-                    text,
-                    on_text=on_text,
-                    on_progress=on_progress,
-                    on_trim=lambda outcome: self.trim_happened.emit(cid, outcome),
-                ),
-            )
+                session = self.sessions.for_turn(conversation_id)
+            self._run_turn(cid, session.send(text, token))
         except Exception as exc:
             self._fail_turn(cid, exc)
 
-    @Slot(int)
-    def _on_regenerate_requested(self, conversation_id: int) -> None:
+    @Slot(int, object)
+    def _on_regenerate_requested(self, conversation_id: int, token) -> None:
         if self._parked:
             return  # the window has shut down
         try:
-            self._require_model()
-            session = self._session(conversation_id)
-            self._run_turn(conversation_id, session, session.regenerate)
+            session = self.sessions.for_turn(conversation_id)
+            self._run_turn(conversation_id, session.regenerate(token))
         except Exception as exc:
             self._fail_turn(conversation_id, exc)
 
-    @Slot(int, int, str)
+    @Slot(int, int, str, object)
     def _on_edit_requested(
-        self, conversation_id: int, message_id: int, text: str
+        self, conversation_id: int, message_id: int, text: str, token
     ) -> None:
         if self._parked:
             return  # the window has shut down
         try:
-            self._require_model()
-            session = self._session(conversation_id)
+            session = self.sessions.for_turn(conversation_id)
             self._run_turn(
-                conversation_id,
-                session,
-                lambda on_text, on_progress: session.edit_and_resend(
-                    message_id, text, on_text=on_text, on_progress=on_progress
-                ),
+                conversation_id, session.edit_and_resend(message_id, text, token)
             )
         except Exception as exc:
             self._fail_turn(conversation_id, exc)
 
-    @Slot(object, str, str, object)
+    @Slot(object, str, str, object, object)
     def _on_document_requested(
-        self, conversation_id, path: str, question: str, preset
+        self, conversation_id, path: str, question: str, preset, token
     ) -> None:
         if self._parked:
             return  # the window has shut down
-        from app.core.longdoc import (
-            AnswerChunk,
-            LongDocumentRunner,
-            RunFinished,
-            RunStarted,
-            read_document,
-        )
+        from app.core.longdoc import LongDocumentRunner, read_document
 
         cid = conversation_id if conversation_id is not None else -1
-        finished = None
         try:
-            self._require_model()
+            self.sessions.require_model()
             document = read_document(path)
             runner = LongDocumentRunner(
-                self.engine, self.store, preset, budget_settings=self._settings.budget()
+                self.engine,
+                self.store,
+                preset,
+                budget_settings=self._settings.budget(),
+                cancel=token,
             )
-            with self._active_lock:
-                self._active_runner = runner
-            if self._cancel.is_set():
-                runner.cancel()
             events = runner.run(
                 document, question or None, conversation_id=conversation_id
             )
-            for event in events:
-                if self._cancel.is_set():
-                    runner.cancel()
-                if isinstance(event, RunStarted):
-                    if cid != event.conversation_id:
-                        # A new chat, or an unfinished reading of this file resumed.
-                        cid = event.conversation_id
-                        self.conversation_started.emit(cid)
-                    self.document_started.emit(cid, event)
-                elif isinstance(event, AnswerChunk):
-                    self.chunk_received.emit(cid, event.text)
-                elif isinstance(event, RunFinished):
-                    finished = event
-                else:
-                    self.document_progressed.emit(cid, event)
+            cid, finished = self._relay(cid, events)
         except Exception as exc:
             self._fail_turn(cid, exc)
             return
         finally:
-            with self._active_lock:
-                self._active_runner = None
-            self._cancel.clear()
             # The runner used (and freed) the conversation's cache key: start afresh.
-            self._sessions.pop(cid, None)
+            self.sessions.forget(cid)
         self.document_finished.emit(cid, finished)
-        self._on_measure_requested(cid, None)
+        self._measure(cid)
 
-    def _run_turn(self, cid: int, session, turn) -> None:
-        """Run one blocking turn with streaming callbacks; emit its outcome."""
-        trims_before = session.trims
-        with self._active_lock:
-            self._active_session = session
+    def _run_turn(self, cid: int, turn) -> None:
+        """Run one chat turn's events to the end; emit its outcome."""
         self.turn_started.emit(cid)
-
-        def on_text(piece: str) -> None:
-            if self._cancel.is_set():
-                session.cancel()
-            self.chunk_received.emit(cid, piece)
-
-        def on_progress(progress) -> None:
-            if self._cancel.is_set():
-                session.cancel()
-            self.prefill_progressed.emit(cid, progress.processed, progress.total)
-
-        try:
-            report = turn(on_text, on_progress)
-        finally:
-            with self._active_lock:
-                self._active_session = None
-            self._cancel.clear()
-        if session.trims > trims_before and not report.trimmed and session.last_trim:
-            # edit_and_resend trims without a callback; tell the window afterwards.
-            self.trim_happened.emit(cid, session.last_trim)
+        _, finished = self._relay(cid, turn)
+        report = finished.report
         self.generation_finished.emit(cid, report)
-        self._emit_context(cid, session, report)
+        self._measure(cid, report)
+
+    def _relay(self, cid: int, events: Iterable) -> tuple[int, object]:
+        """The one loop: pass a run's events on as signals; return (cid, last event).
+
+        The last event is the run's `TurnFinished` or `RunFinished`. A document run
+        may move to another conversation (a new chat, or an unfinished reading of the
+        same file resumed): its `RunStarted` says which.
+        """
+        from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
+        from app.core.engine.events import GenerationEvent, PrefillProgress
+        from app.core.longdoc import AnswerChunk, RunFinished, RunStarted
+
+        finished = None
+        for event in events:
+            if isinstance(event, GenerationEvent | AnswerChunk):
+                if event.text:
+                    self.chunk_received.emit(cid, event.text)
+            elif isinstance(event, PrefillProgress):
+                self.prefill_progressed.emit(cid, event.processed, event.total)
+            elif isinstance(event, TrimStarted):
+                self.trim_started.emit(cid, event)
+            elif isinstance(event, Trimmed):
+                self.trim_happened.emit(cid, event.outcome)
+            elif isinstance(event, TurnFinished | RunFinished):
+                finished = event
+            elif isinstance(event, RunStarted):
+                if cid != event.conversation_id:
+                    cid = event.conversation_id
+                    self.conversation_started.emit(cid)
+                self.document_started.emit(cid, event)
+            else:  # a segment started or finished
+                self.document_progressed.emit(cid, event)
+        return cid, finished
 
     def _fail_turn(self, cid: int, exc: Exception) -> None:
-        self._cancel.clear()
         self.generation_failed.emit(cid, self._error(exc, "generating a reply"))
 
     # -- presets and context -----------------------------------------------------------
@@ -508,118 +407,44 @@ class GenerationWorker(QObject):
         if self._parked:
             return  # the window has shut down
         try:
-            if self.engine.model_info is None:
-                # No session without a model: save it on the conversation directly.
-                self.store.update_conversation(
-                    conversation_id,
-                    preset=preset.name,
-                    settings=preset.to_dict(),
-                    system_prompt=preset.system_prompt,
-                )
-            else:
-                session = self._session(conversation_id)
-                session.apply_preset(preset)
+            self.sessions.apply_preset(conversation_id, preset)
         except Exception as exc:
             self.preset_failed.emit(
                 conversation_id, self._error(exc, "changing the preset")
             )
             return
         self.preset_applied.emit(conversation_id, preset)
-        self._on_measure_requested(conversation_id, None)
+        self._measure(conversation_id)
 
     @Slot(object, object)
     def _on_measure_requested(self, conversation_id, preset) -> None:
         if self._parked:
             return  # the window has shut down
+        if conversation_id is None:
+            self._measure(None, preset=preset)
+        else:
+            self._measure(conversation_id)
+
+    def _measure(self, conversation_id, report=None, preset=None) -> None:
+        """Emit `context_measured` for a conversation (None: a new chat with preset)."""
         if self.engine.model_info is None:
             return
         try:
             if conversation_id is None:
-                self.context_measured.emit(self._new_chat_state(preset))
+                state = self.sessions.new_chat_state(preset)
             else:
-                session = self._session(conversation_id)
-                self._emit_context(conversation_id, session, None)
+                state = self.sessions.context_state(conversation_id, report)
         except Exception as exc:
             # The meter is informative: a failure here must not interrupt the user.
             log.warning("measuring the context failed: %s", exc, exc_info=True)
-
-    def _emit_context(self, cid: int, session, report) -> None:
-        self.context_measured.emit(self._state(cid, session, report))
-
-    def _state(self, cid: int, session, report) -> ContextState:
-        preset = session.preset
-        limit = session.effective_limit()
-        if report is not None:
-            tokens, kv_bytes, exact = report.context_tokens, report.kv_bytes, True
-        else:
-            cached = self.engine.cache_state(session.cache_key)
-            if cached.tokens:
-                tokens, kv_bytes, exact = cached.tokens, cached.kv_bytes, True
-            else:
-                messages = session.model_messages(session.context())
-                tokens = len(self.engine.render(messages, False)) if messages else 0
-                kv_bytes, exact = self._estimate_kv(tokens, preset.kv_bits), False
-        trims = len(self.store.summaries(cid, include_superseded=True))
-        return ContextState(
-            conversation_id=cid,
-            tokens=tokens,
-            effective_limit=limit,
-            preset_limit=preset.max_context,
-            kv_bytes=kv_bytes,
-            kv_bits=preset.kv_bits,
-            trims=trims,
-            next_trim_at=self._next_trim_at(limit, preset),
-            exact=exact,
-        )
-
-    def _new_chat_state(self, preset: Preset) -> ContextState:
-        limit = preset.max_context
-        device = self.device_limit(preset.kv_bits)
-        if device is not None:
-            limit = min(limit, device)
-        messages = (
-            [{"role": "system", "content": preset.system_prompt}]
-            if preset.system_prompt
-            else []
-        )
-        tokens = len(self.engine.render(messages, False)) if messages else 0
-        return ContextState(
-            conversation_id=None,
-            tokens=tokens,
-            effective_limit=limit,
-            preset_limit=preset.max_context,
-            kv_bytes=self._estimate_kv(tokens, preset.kv_bits),
-            kv_bits=preset.kv_bits,
-            trims=0,
-            next_trim_at=self._next_trim_at(limit, preset),
-            exact=False,
-        )
-
-    def _estimate_kv(self, tokens: int, bits: int) -> int:
-        from app.core.budget.kv_budget import bytes_per_token, round_up_to_step
-
-        budget = getattr(self.engine, "device_budget", None)
-        if not tokens or budget is None:
-            return 0
-        try:
-            per_token = bytes_per_token(
-                budget.geometry, bits, 64, budget.act_dtype_bytes
-            )
-        except ValueError:
-            return 0  # a precision this model cannot use
-        return round_up_to_step(tokens) * per_token
-
-    def _next_trim_at(self, limit: int, preset: Preset) -> int:
-        from app.core.trim.policy import DEFAULT_WARNING_TRIM_RATIO, trim_threshold
-
-        threshold = trim_threshold(limit, self.pressure(), DEFAULT_WARNING_TRIM_RATIO)
-        return max(0, threshold - preset.max_tokens)
+            return
+        self.context_measured.emit(state)
 
     @Slot(int)
     def _on_forget_requested(self, conversation_id: int) -> None:
         if self._parked:
             return  # the window has shut down
-        session = self._sessions.pop(conversation_id, None)
+        session = self.sessions.forget(conversation_id)
         if session is not None and self.engine.model_info is not None:
             try:
                 self.engine.drop_cache(session.cache_key)

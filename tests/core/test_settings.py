@@ -74,7 +74,7 @@ def test_unknown_keys_are_refused_with_the_known_ones(swapless_home):
     with pytest.raises(SettingsError) as error:
         load_settings()
     text = str(error.value)
-    assert "settings.toml" in text and "'colour' is unknown" in text
+    assert "settings.toml" in text and "unknown key 'colour'" in text
     assert "memory_cap_fraction" in text and "theme" in text
 
 

@@ -6,9 +6,9 @@ import threading
 
 from PySide6.QtCore import Qt
 
+from app.core.budget.context_state import ContextState
 from app.core.memory.snapshot import MemorySnapshot, PressureLevel
 from app.ui.context_meter_view import meter_text
-from app.ui.generation_worker import ContextState
 from app.ui.memory_gauge_view import split_memory
 
 GIB = 1024**3

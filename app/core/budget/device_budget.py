@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.budget.kv_budget import bytes_per_token, fixed_kv_bytes, round_up_to_step
+from app.core.budget.kv_budget import (
+    bytes_per_token,
+    fixed_kv_bytes,
+    kv_bytes_at,
+    round_up_to_step,
+)
 from app.core.budget.memory_budget import (
     BudgetSettings,
     check_kv_growth,
@@ -49,6 +54,16 @@ class DeviceBudget:
             group,
             self.settings,
             act_dtype_bytes=self.act_dtype_bytes,
+        )
+
+    def kv_bytes(self, tokens: int, bits: int, group: int = 64) -> int:
+        """Bytes the whole cache holds at ``tokens`` tokens and a precision.
+
+        Raises:
+            ValueError: A precision this model cannot use.
+        """
+        return kv_bytes_at(
+            self.geometry, tokens, bits, group, act_dtype_bytes=self.act_dtype_bytes
         )
 
     def kv_limit(self) -> int:

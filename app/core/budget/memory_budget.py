@@ -26,6 +26,7 @@ from app.core.budget.kv_budget import (
 )
 from app.core.budget.model_geometry import ModelGeometry
 from app.core.errors import BudgetError, SettingsError
+from app.core.known_keys import reject_unknown_keys
 
 GIB = 1024**3
 
@@ -108,13 +109,9 @@ class BudgetSettings:
             SettingsError: An unknown key (the message lists the known ones) or an
                 invalid value.
         """
-        known = [item.name for item in fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise SettingsError(
-                f"Unknown budget setting {unknown[0]!r}; known settings: "
-                f"{', '.join(known)}."
-            )
+        reject_unknown_keys(
+            data, (item.name for item in fields(cls)), "budget settings"
+        )
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:

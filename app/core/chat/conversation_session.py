@@ -3,19 +3,26 @@
 Each turn: read what the model should see from the store (system prompt + summaries +
 untrimmed messages), let the trim policy decide against the effective limit and the
 system memory pressure, trim if needed, save the user message, stream the reply into
-the store (throttled partial saves), and return a `TurnReport`.
+the store (throttled partial saves), and finish with a `TurnReport`.
+
+A turn is a `ChatTurn`: an iterator of frozen events (`turn_events`) that runs as the
+consumer iterates it, on the consumer's thread; only MLX work goes to the engine thread
+(tokenizing runs here, through the engine's thread-safe tokenizer). One `CancelToken`
+stops it.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from app.core.budget.context_state import DeviceLimit, effective_limit
+from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages, summary_style
 from app.core.chat.trimmer import Trimmer, TrimOutcome
+from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
 from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
-from app.core.engine.events import GenerationEvent, PrefillProgress
+from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
 from app.core.presets import Preset, preset_from_dict
 from app.core.store import Store
@@ -34,11 +41,56 @@ MAX_TRIM_ROUNDS = 3
 # Tokens left unused by a summary to absorb merges at message boundaries.
 SUMMARY_MARGIN = 8
 PressureSource = Callable[[], str]
-DeviceLimit = Callable[[int], int | None]
 
 
 def _normal_pressure() -> str:
     return "normal"
+
+
+def save_preset(store: Store, conversation_id: int, preset: Preset) -> None:
+    """Store ``preset`` as the conversation's settings (used from its next turn)."""
+    store.update_conversation(
+        conversation_id,
+        preset=preset.name,
+        settings=preset.to_dict(),
+        system_prompt=preset.system_prompt,
+    )
+
+
+class ChatTurn:
+    """One turn's events, produced as they are iterated (once).
+
+    Args:
+        events: The turn's event generator.
+        cancel: The token that stops it.
+    """
+
+    def __init__(self, events: Iterator, cancel: CancelToken):
+        self._events = events
+        self.cancel_token = cancel
+        self.report: TurnReport | None = None
+
+    def __iter__(self) -> Iterator:
+        for event in self._events:
+            if isinstance(event, TurnFinished):
+                self.report = event.report
+            yield event
+
+    def cancel(self) -> None:
+        """Stop the turn soon (any thread): the reply stops after its current token."""
+        self.cancel_token.cancel()
+
+    def wait(self) -> TurnReport:
+        """Run the turn to its end and return its report.
+
+        Raises:
+            BudgetError: The request cannot fit (nothing is saved then).
+        """
+        for _ in self:
+            pass
+        if self.report is None:
+            raise RuntimeError("the turn ended without a report")
+        return self.report
 
 
 class ConversationSession:
@@ -49,8 +101,8 @@ class ConversationSession:
         store: The open store.
         conversation_id: The conversation.
         pressure: Returns the system memory pressure level now.
-        device_limit: Returns the device's max safe context for a KV precision (bits),
-            or None when unknown.
+        device_limit: Returns the device's max safe context for a KV precision
+            (bits, group), or None when unknown.
         seed: Sampling seed for reproducible replies.
     """
 
@@ -73,8 +125,7 @@ class ConversationSession:
         self.cache_key = conversation_cache_key(conversation_id)
         self.trims = 0
         self.last_trim: TrimOutcome | None = None
-        self._handle = None
-        self._lock = threading.Lock()
+        self._cancel: CancelToken | None = None
         self._style: str | None = None
         self._token_counts: dict[int, int] = {}
         self._template_overhead: int | None = None
@@ -110,12 +161,7 @@ class ConversationSession:
     def apply_preset(self, preset: Preset) -> None:
         """Use ``preset`` from the next turn on and save it with the conversation."""
         self.preset = preset
-        self.store.update_conversation(
-            self.conversation_id,
-            preset=preset.name,
-            settings=preset.to_dict(),
-            system_prompt=preset.system_prompt,
-        )
+        save_preset(self.store, self.conversation_id, preset)
 
     @property
     def style(self) -> str:
@@ -126,12 +172,12 @@ class ConversationSession:
 
     def effective_limit(self) -> int:
         """The smaller of the preset's max_context and the device's max safe context."""
-        limit = self.preset.max_context
-        if self.device_limit is not None:
-            device = self.device_limit(self.preset.kv_bits)
-            if device is not None:
-                limit = min(limit, device)
-        return limit
+        return effective_limit(
+            self.preset.max_context,
+            self.preset.kv_bits,
+            self.preset.kv_group,
+            self.device_limit,
+        )
 
     # -- what the model sees ---------------------------------------------------------
 
@@ -251,15 +297,23 @@ class ConversationSession:
         return dropped, budget
 
     def trim(
-        self, plan: TrimPlan, context: ModelContext, user_text: str | None = None
-    ) -> TrimOutcome:
-        """Replace the plan's dropped messages with one summary (cache and store)."""
+        self,
+        plan: TrimPlan,
+        context: ModelContext,
+        user_text: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[TrimStarted | Trimmed]:
+        """Replace the plan's dropped messages with one summary (cache and store).
+
+        Yields `TrimStarted` once the exact messages to drop are known, then `Trimmed`.
+        """
         drop_ids, summary_budget = self.fit(plan, context, user_text)
         messages = list(context.messages)
         dropped = [m for m in messages if m.id in drop_ids]
         kept = [m for m in messages if m.id not in drop_ids]
         if not dropped:
             raise BudgetError(plan.reason or "There is no history left to summarise.")
+        yield TrimStarted(dropped_messages=len(dropped), reason=plan.reason)
         old_messages = self.model_messages(context)
         first_kept_index = len(old_messages) - len(kept)
         previous = "\n".join(s.content for s in context.summaries)
@@ -272,6 +326,7 @@ class ConversationSession:
             self.preset.kv_settings(),
             self.style,
             position_room=self.effective_limit(),
+            cancel=cancel,
         )
         outcome = trimmer.trim(
             system_prompt=context.system_prompt,
@@ -297,7 +352,7 @@ class ConversationSession:
         )
         self.trims += 1
         self.last_trim = outcome
-        return outcome
+        yield Trimmed(outcome)
 
     def _random_weights(self) -> bool:
         info = getattr(self.engine, "model_info", None)
@@ -305,28 +360,23 @@ class ConversationSession:
 
     # -- turns -----------------------------------------------------------------------
 
-    def send(
-        self,
-        user_text: str,
-        on_text: Callable[[str], None] | None = None,
-        on_progress: Callable[[PrefillProgress], None] | None = None,
-        on_trim: Callable[[TrimOutcome], None] | None = None,
-    ) -> TurnReport:
-        """Send a user message, trimming first if needed, and wait for the reply.
+    def send(self, user_text: str, cancel: CancelToken | None = None) -> ChatTurn:
+        """Send a user message, trimming first if needed; iterate the result to run it.
 
         Args:
             user_text: The user's message.
-            on_text: Receives each new piece of the reply.
-            on_progress: Receives prefill progress.
-            on_trim: Called after a trim, before generation.
+            cancel: Stops the turn (a new token when None; `cancel` uses it too).
 
         Returns:
-            The turn's report.
-
-        Raises:
-            BudgetError: The request cannot fit (with the numbers), or pressure is
-                critical; the user message is not saved then.
+            The turn's events: `TrimStarted`/`Trimmed`, the engine's
+            `PrefillProgress`/`GenerationEvent`, then `TurnFinished`. Iterating raises
+            `BudgetError` when the request cannot fit (with the numbers) or pressure
+            is critical; the user message is not saved then.
         """
+        token = self._start(cancel)
+        return ChatTurn(self._send_events(user_text, token), token)
+
+    def _send_events(self, user_text: str, cancel: CancelToken) -> Iterator:
         outcome = None
         if self.pressure() != "normal" and hasattr(self.engine, "release_memory"):
             # Under pressure, what can be rebuilt goes first (prefix entries, idle caches).
@@ -339,9 +389,10 @@ class ConversationSession:
                 break
             if plan.action is Action.REFUSE:
                 raise BudgetError(plan.reason)
-            outcome = self.trim(plan, context, user_text)
-            if on_trim:
-                on_trim(outcome)
+            for event in self.trim(plan, context, user_text, cancel):
+                if isinstance(event, Trimmed):
+                    outcome = event.outcome
+                yield event
             if plan.refuse_after_trim:
                 raise BudgetError(plan.reason)
         else:
@@ -356,30 +407,32 @@ class ConversationSession:
         )
         if not self.store.get_conversation(self.conversation_id).title:
             self.store.auto_title(self.conversation_id)
-        report = self._generate(
-            self.model_messages(context, user_text), on_text, on_progress
+        yield from self._generate(
+            self.model_messages(context, user_text), cancel, outcome
         )
-        return self._with_trim(report, outcome)
 
-    def regenerate(self, on_text=None, on_progress=None) -> TurnReport:
+    def regenerate(self, cancel: CancelToken | None = None) -> ChatTurn:
         """Drop the last reply and generate it again for the same user message."""
+        token = self._start(cancel)
+        return ChatTurn(self._regenerate_events(token), token)
+
+    def _regenerate_events(self, cancel: CancelToken) -> Iterator:
         context = self.context()
         messages = list(context.messages)
         if not messages or messages[-1].role != "assistant":
             raise BudgetError("There is no reply to regenerate.")
         self.store.delete_message(messages[-1].id)
         context = self.context()
-        return self._generate(self.model_messages(context), on_text, on_progress)
+        yield from self._generate(self.model_messages(context), cancel, None)
 
     def edit_and_resend(
-        self,
-        message_id: int,
-        new_text: str,
-        on_text=None,
-        on_progress=None,
-        on_trim=None,
-    ):
+        self, message_id: int, new_text: str, cancel: CancelToken | None = None
+    ) -> ChatTurn:
         """Replace a user message (and everything after it) and send the new text."""
+        token = self._start(cancel)
+        return ChatTurn(self._edit_events(message_id, new_text, token), token)
+
+    def _edit_events(self, message_id: int, new_text: str, cancel: CancelToken):
         context = self.context()
         messages = list(context.messages)
         index = next((i for i, m in enumerate(messages) if m.id == message_id), None)
@@ -389,39 +442,41 @@ class ConversationSession:
             )
         for message in reversed(messages[index:]):
             self.store.delete_message(message.id)
-        return self.send(
-            new_text, on_text=on_text, on_progress=on_progress, on_trim=on_trim
-        )
+        yield from self._send_events(new_text, cancel)
 
-    def _generate(self, messages, on_text, on_progress) -> TurnReport:
+    def _start(self, cancel: CancelToken | None) -> CancelToken:
+        self._cancel = cancel if cancel is not None else CancelToken()
+        return self._cancel
+
+    def _generate(
+        self, messages: list[dict], cancel: CancelToken, outcome: TrimOutcome | None
+    ) -> Iterator:
         kv = self.preset.kv_settings()
         sampling = self.preset.sampling_settings(self.seed)
         message_id = self.store.begin_reply(self.conversation_id)
         saver = ReplySaver(self.store, message_id)
         handle = self.engine.chat(
-            self.cache_key, messages, kv, sampling, max_context=self.effective_limit()
+            self.cache_key,
+            messages,
+            kv,
+            sampling,
+            max_context=self.effective_limit(),
+            cancel=cancel,
         )
-        with self._lock:
-            self._handle = handle
         try:
             for event in handle:
-                if isinstance(event, GenerationEvent):
-                    if event.text:
-                        saver.add(event.text)
-                        if on_text:
-                            on_text(event.text)
-                elif isinstance(event, PrefillProgress) and on_progress:
-                    on_progress(event)
+                if isinstance(event, GenerationEvent) and event.text:
+                    saver.add(event.text)
+                yield event
         except BaseException as exc:
+            # A consumer that stops iterating (GeneratorExit) also lands here: the
+            # reply is kept as far as it got, marked failed, and the engine stopped.
+            handle.cancel()
             saver.fail(exc)
             raise
-        finally:
-            with self._lock:
-                self._handle = None
         final = handle.final
-        stats = reply_stats(final)
-        saver.finish(stats, stopped=final.finish_reason == "cancelled")
-        return TurnReport(
+        saver.finish(reply_stats(final), stopped=final.finish_reason == "cancelled")
+        report = TurnReport(
             reply=saver.text,
             prompt_tokens=final.prompt_tokens,
             reused_tokens=final.reused_tokens,
@@ -441,6 +496,7 @@ class ConversationSession:
             effective_max_context=self.effective_limit(),
             preset_max_context=self.preset.max_context,
         )
+        yield TurnFinished(self._with_trim(report, outcome))
 
     def _with_trim(self, report: TurnReport, outcome: TrimOutcome | None) -> TurnReport:
         if outcome is None:
@@ -457,7 +513,7 @@ class ConversationSession:
         )
 
     def cancel(self) -> None:
-        """Stop the reply in progress, if any (safe from any thread)."""
-        with self._lock:
-            if self._handle is not None:
-                self._handle.cancel()
+        """Stop the turn in progress, if any (safe from any thread)."""
+        token = self._cancel
+        if token is not None:
+            token.cancel()

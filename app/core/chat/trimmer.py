@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages
 from app.core.engine.events import GenerationEvent
 from app.core.generation_settings import KVSettings, SamplingSettings
@@ -68,16 +69,25 @@ class Trimmer:
         style: How summaries are placed (see `model_messages.build_messages`).
         position_room: Tokens the conversation may still add after a trim (its
             limit); splicing stops before positions could pass the trained context.
+        cancel: The turn's cancel token: a model summary stops with it (and an
+            extractive one is used instead of the cut-off text).
     """
 
     def __init__(
-        self, engine, cache_key: str, kv: KVSettings, style: str, position_room: int = 0
+        self,
+        engine,
+        cache_key: str,
+        kv: KVSettings,
+        style: str,
+        position_room: int = 0,
+        cancel: CancelToken | None = None,
     ):
         self.engine = engine
         self.cache_key = cache_key
         self.kv = kv
         self.style = style
         self.position_room = position_room
+        self.cancel = cancel if cancel is not None else CancelToken()
 
     def write_summary(
         self,
@@ -93,9 +103,16 @@ class Trimmer:
         if mode == "model":
             try:
                 text = self._model_summary(max_tokens, old_messages, kept_count)
-                if text.strip():
+                if self.cancel.cancelled:
+                    note = (
+                        "the model's summary was stopped, so an extractive one was used"
+                    )
+                elif text.strip():
                     return f"{HEADER}\n{text.strip()}", "model", ""
-                note = "the model's summary was empty, so an extractive one was used"
+                else:
+                    note = (
+                        "the model's summary was empty, so an extractive one was used"
+                    )
             except Exception as exc:  # any failure falls back; the chat must go on
                 note = f"the model summary failed ({exc}); an extractive one was used"
         text = extractive_summary(
@@ -113,7 +130,9 @@ class Trimmer:
         messages = [*old_messages, {"role": "user", "content": request}]
         prompt = self.engine.render(messages)
         sampling = SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
-        handle = self.engine.side_generate(self.cache_key, prompt, self.kv, sampling)
+        handle = self.engine.side_generate(
+            self.cache_key, prompt, self.kv, sampling, cancel=self.cancel
+        )
         return "".join(e.text for e in handle if isinstance(e, GenerationEvent))
 
     def fix_cache(

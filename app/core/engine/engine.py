@@ -1,142 +1,41 @@
-"""The engine: one long-lived thread that owns MLX, the model and every KV cache.
+"""The engine: the model and every KV cache, on the one thread that runs MLX.
 
-MLX streams belong to the thread that created them (mlx >= 0.31.2), so the model is
-loaded and every generation runs on the same thread. Callers on any thread (the CLI's
-main thread, a Qt worker) submit requests and receive events in order through a
-`TurnHandle`; an exception raised on the engine thread travels to the consumer and is
-re-raised there; a cancel flag is checked after every token.
+Callers on any thread (the CLI's main thread, a Qt worker, a server request) submit
+requests to the `EngineThread` and receive events in order through a `TurnHandle`; an
+exception raised on the engine thread travels to the consumer and is re-raised there; a
+cancel token is checked after every token and between prefill chunks. Tokenizing needs
+no MLX and runs on the caller's thread (`PromptTokenizer`); what each cache holds is
+published after every change, so it is read without waiting for the engine thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import queue
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from app.core.engine.events import GenerationEvent, ModelInfo
+from app.core.cancel import CancelToken
+from app.core.engine import prefix_reuse
+from app.core.engine.cache_registry import CacheRegistry
+from app.core.engine.engine_thread import EngineThread
+from app.core.engine.events import ModelInfo
+from app.core.engine.prompt_tokenizer import PromptTokenizer
+from app.core.engine.turn_handle import (
+    DONE,
+    CacheState,
+    Failure,
+    PrefillReport,
+    TurnHandle,
+)
 from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings, SamplingSettings
 
-_DONE = object()
+__all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
 
 
-def _model_unchanged(folder: str, identity: str) -> bool:
-    """True when ``folder`` still holds the model whose identity is ``identity``."""
-    from app.core.engine.loader import model_identity, read_config
-    from app.core.errors import ModelLoadError
-
-    path = Path(folder)
-    if not path.is_dir():
-        return False
-    try:
-        return model_identity(path, read_config(path)) == identity
-    except ModelLoadError:
-        return False
-
-
-@dataclass(frozen=True)
-class CacheState:
-    """A snapshot of one conversation's cache.
-
-    Attributes:
-        tokens: Tokens the cache holds.
-        kv_bytes: Bytes its arrays occupy.
-        kv_bits: Precision of the stored entries.
-        next_position: Rotary position of the next token (ahead of ``tokens`` after
-            splices).
-    """
-
-    tokens: int
-    kv_bytes: int
-    kv_bits: int
-    next_position: int = 0
-
-
-@dataclass(frozen=True)
-class PrefillReport:
-    """What filling or splicing a cache cost.
-
-    Attributes:
-        seconds: Wall time on the engine thread.
-        reused_tokens: Entries kept without recomputation.
-        computed_tokens: Tokens run through the model.
-        context_tokens: Tokens the cache holds afterwards.
-        kv_bytes: Bytes the cache holds afterwards.
-    """
-
-    seconds: float
-    reused_tokens: int
-    computed_tokens: int
-    context_tokens: int
-    kv_bytes: int
-
-
-class _Failure:
-    def __init__(self, error: BaseException):
-        self.error = error
-
-
-class TurnHandle:
-    """The consumer's side of one streamed turn.
-
-    Iterate it to receive `PrefillProgress` and `GenerationEvent` objects in order; the
-    iteration ends after the event whose ``finish_reason`` is set. `cancel` may be
-    called from any thread.
-    """
-
-    def __init__(self):
-        self._events: queue.Queue = queue.Queue()
-        self._cancel = threading.Event()
-        self.final: GenerationEvent | None = None
-
-    def cancel(self) -> None:
-        """Ask the engine to stop after the current token."""
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        """True once `cancel` was called."""
-        return self._cancel.is_set()
-
-    def _put(self, item: Any) -> None:
-        self._events.put(item)
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            item = self._events.get()
-            if item is _DONE:
-                return
-            if isinstance(item, _Failure):
-                raise item.error
-            if isinstance(item, GenerationEvent) and item.finished:
-                self.final = item
-            yield item
-
-    def wait(self) -> GenerationEvent:
-        """Consume every event and return the final one."""
-        for _ in self:
-            pass
-        if self.final is None:
-            raise RuntimeError("turn ended without a final event")
-        return self.final
-
-    def text(self) -> str:
-        """Consume every event and return the whole reply text."""
-        parts = [e.text for e in self if isinstance(e, GenerationEvent)]
-        return "".join(parts)
-
-
-class Engine:
+class Engine(EngineThread):
     """Owns the model and the conversation caches on one dedicated thread.
 
     Args:
@@ -155,63 +54,38 @@ class Engine:
         budget_settings=None,
         prefix_cache_settings=None,
     ):
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._thread_lock = threading.Lock()
+        super().__init__()
         self._loaded = None
-        self._caches: OrderedDict[str, Any] = OrderedDict()
-        self._max_idle_caches = max_idle_caches
+        self._tokenizer = None
+        self._caches = CacheRegistry(max_idle_caches)
         self._info: ModelInfo | None = None
-        self._closed = False
         self._prefix_cache = prefix_cache
         self._prefix_cache_settings = prefix_cache_settings
         self._budget_settings = budget_settings
         self._budget = None
 
-    # -- thread plumbing -------------------------------------------------------------
+    @classmethod
+    def from_settings(cls, settings=None) -> Engine:
+        """An engine with the memory budget and prefix-cache cap of app settings.
 
-    def _ensure_thread(self) -> None:
-        with self._thread_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._serve, name="swapless-engine", daemon=True
-                )
-                self._thread.start()
+        Args:
+            settings: `AppSettings`; the user's saved settings when None.
 
-    def _serve(self) -> None:
-        while True:
-            function, args, future = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(function(*args))
-            except BaseException as exc:  # travels to the caller through the future
-                future.set_exception(exc)
-
-    def submit(self, function: Callable, *args) -> Future:
-        """Run ``function(*args)`` on the engine thread; return its future."""
-        if self._closed:
-            raise RuntimeError("the engine was shut down")
-        self._ensure_thread()
-        future: Future = Future()
-        self._jobs.put((function, args, future))
-        return future
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Wait (up to ``timeout`` s) for the jobs already queued, then refuse new ones.
-
-        The thread itself is parked, never ended: an MLX thread that exits after
-        importing model modules aborts the whole process ("terminate called without an
-        active exception", measured with mlx 0.32.4), so it stays until the process
-        exits (it is a daemon thread).
+        The prefix cache itself is created later, on the engine thread: its module
+        imports MLX, which must not happen on a UI thread.
         """
-        if self._thread is None or not self._thread.is_alive():
-            self._closed = True
-            return
-        drained = self.submit(lambda: None)
-        self._closed = True
-        with contextlib.suppress(Exception):  # a failing last job was reported already
-            drained.result(timeout)
+        from app.core.engine.prefix_cache_settings import PrefixCacheSettings
+
+        if settings is None:
+            from app.core.settings import load_settings
+
+            settings = load_settings()
+        return cls(
+            budget_settings=settings.budget(),
+            prefix_cache_settings=PrefixCacheSettings(
+                disk_cap_bytes=settings.prefix_cache_disk_cap_bytes
+            ),
+        )
 
     # -- model -----------------------------------------------------------------------
 
@@ -224,17 +98,22 @@ class Engine:
         """Load a model folder on the engine thread (blocking); drops all caches."""
         return self.submit(self._load, folder).result()
 
-    def load_async(self, folder: str | Path) -> Future:
-        """Like `load` but returns a future."""
-        return self.submit(self._load, folder)
+    def load_demo(self) -> ModelInfo:
+        """Build the demo model on first use (on the engine thread), then load it."""
+        from app.core.engine.demo_model import ensure_demo_model
+
+        # Building writes MLX arrays, so it runs on the engine thread like all MLX work.
+        folder = self.submit(ensure_demo_model).result()
+        return self.load(folder)
 
     def _load(self, folder: str | Path) -> ModelInfo:
         import mlx.core as mx
 
-        from app.core.engine.loader import load_model_folder
+        from app.core.engine.loader import load_model_folder, model_unchanged
 
         self._caches.clear()
         self._loaded = None
+        self._tokenizer = None
         self._info = None
         mx.clear_cache()
         from app.core.engine import memory_guard
@@ -243,10 +122,11 @@ class Engine:
         memory_guard.check_before_load(folder, settings)
         loaded = load_model_folder(folder)
         self._loaded = loaded
+        self._tokenizer = PromptTokenizer(loaded.tokenizer)
         self._info = loaded.info
         self._budget = memory_guard.device_budget(loaded.info, settings)
         memory_guard.apply_backend_limits(self._budget)
-        self.prefix_cache.scan(model_exists=_model_unchanged)
+        self.prefix_cache.scan(model_exists=model_unchanged)
         return loaded.info
 
     @property
@@ -270,21 +150,13 @@ class Engine:
         return self._budget.geometry.max_position_embeddings
 
     def max_safe_context(self, bits: int, group: int = 64) -> int | None:
-        """Tokens a conversation may hold at a KV precision on this device.
+        """Tokens a conversation may hold at a KV precision on this device (or None).
 
-        The memory budget's max safe context, and never more than the context the
-        model was trained for (past it, replies degrade even with memory to spare).
-        None when neither is known.
+        See `memory_guard.max_safe_context`.
         """
-        if self._budget is None:
-            return None
-        trained = self._budget.geometry.max_position_embeddings
-        try:
-            memory = self._budget.max_context(bits, group)
-        except ValueError:
-            memory = None
-        limits = [limit for limit in (memory, trained) if limit]
-        return min(limits) if limits else None
+        from app.core.engine.memory_guard import max_safe_context
+
+        return max_safe_context(self._budget, bits, group)
 
     def set_budget_settings(self, settings) -> None:
         """Use new budget settings (memory cap, reserve, safety factor) from now on."""
@@ -301,23 +173,20 @@ class Engine:
         self, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
     ) -> None:
         """Refuse, before allocating, a request that does not fit its limits."""
-        from app.core.budget.memory_budget import check_request_fits
+        from app.core.engine.memory_guard import check_request
 
-        limits = [max_context, self.max_safe_context(kv.bits, kv.group_size)]
-        limits = [limit for limit in limits if limit]
-        if limits:
-            check_request_fits(len(prompt_ids), sampling.max_tokens, min(limits))
-        if self._budget is not None:
-            held = sum(c.nbytes for c in self._caches.values())
-            if self._prefix_cache is not None:
-                held += self._prefix_cache.memory_bytes
-            self._budget.check_growth(
-                held,
-                cache.offset,
-                len(prompt_ids) + sampling.max_tokens,
-                kv.bits,
-                kv.group_size,
-            )
+        held = self._caches.total_bytes()
+        if self._prefix_cache is not None:
+            held += self._prefix_cache.memory_bytes
+        check_request(
+            self._budget,
+            max_context=max_context,
+            held_bytes=held,
+            cache_tokens=cache.offset,
+            prompt_tokens=len(prompt_ids),
+            max_tokens=sampling.max_tokens,
+            kv=kv,
+        )
 
     def _require_model(self):
         if self._loaded is None:
@@ -326,60 +195,43 @@ class Engine:
 
     # -- prompts ---------------------------------------------------------------------
 
+    @property
+    def tokenizer(self) -> PromptTokenizer:
+        """The loaded model's tokenizer, safe to call from any thread.
+
+        Raises:
+            KnownError: No model is loaded.
+        """
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            raise KnownError("No model is loaded.")
+        return tokenizer
+
     def render(
         self, messages: list[dict], add_generation_prompt: bool = True
     ) -> list[int]:
-        """Return the token ids of ``messages`` under the model's chat template."""
-        return self.submit(self._render, messages, add_generation_prompt).result()
+        """Return the token ids of ``messages`` under the model's chat template.
 
-    def _render(self, messages: list[dict], add_generation_prompt: bool) -> list[int]:
-        loaded = self._require_model()
-        text = loaded.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=False
-        )
-        return list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        Runs on the calling thread (no MLX is involved), memoised by `PromptTokenizer`.
+        """
+        return self.tokenizer.render(messages, add_generation_prompt)
 
     def count_tokens(self, text: str) -> int:
-        """Return how many tokens ``text`` is, without special tokens."""
-        return self.submit(self._count_tokens, text).result()
-
-    def _count_tokens(self, text: str) -> int:
-        return len(
-            self._require_model().tokenizer.encode(text, add_special_tokens=False)
-        )
+        """Return how many tokens ``text`` is, without special tokens (any thread)."""
+        return self.tokenizer.count(text)
 
     # -- caches ----------------------------------------------------------------------
 
     def _cache_for(self, key: str, kv: KVSettings):
-        from app.core.engine.conversation_cache import ConversationCache
-
-        loaded = self._require_model()
-        cache = self._caches.get(key)
-        if cache is not None and not cache.matches_precision(kv):
-            cache = None  # a different quantization cannot be continued; re-prefill
-        if cache is None:
-            cache = ConversationCache(loaded.model, kv)
-        cache.kv = kv
-        self._caches[key] = cache
-        self._caches.move_to_end(key)
-        while len(self._caches) > self._max_idle_caches + 1:
-            self._caches.popitem(last=False)
-        return cache
+        return self._caches.for_turn(key, self._require_model().model, kv)
 
     def cache_state(self, key: str) -> CacheState:
-        """Return the size of a conversation's cache (zeros if it has none)."""
-        return self.submit(self._cache_state, key).result()
+        """Return the size of a conversation's cache (zeros if it has none).
 
-    def _cache_state(self, key: str) -> CacheState:
-        cache = self._caches.get(key)
-        if cache is None:
-            return CacheState(tokens=0, kv_bytes=0, kv_bits=16)
-        return CacheState(
-            tokens=cache.offset,
-            kv_bytes=cache.nbytes,
-            kv_bits=cache.bits_in_use,
-            next_position=cache.next_position,
-        )
+        Answers at once from any thread, also while the engine is generating: it reads
+        what the engine thread published after the cache last changed.
+        """
+        return self._caches.state(key)
 
     def cached_token_ids(self, key: str) -> list[int]:
         """Return the token ids a conversation's cache holds."""
@@ -389,11 +241,11 @@ class Engine:
 
     def drop_cache(self, key: str) -> None:
         """Forget a conversation's cache (its next turn re-prefills)."""
-        self.submit(self._caches.pop, key, None).result()
+        self.submit(self._caches.forget, key).result()
 
     def live_kv_bytes(self) -> int:
         """Bytes held by every conversation cache (safe from any thread, approximate)."""
-        return sum(cache.nbytes for cache in list(self._caches.values()))
+        return self._caches.total_bytes()
 
     # -- generation ------------------------------------------------------------------
 
@@ -404,6 +256,7 @@ class Engine:
         kv: KVSettings,
         sampling: SamplingSettings,
         max_context: int | None = None,
+        cancel: CancelToken | None = None,
     ) -> TurnHandle:
         """Start a reply to a chat; the conversation's cache is reused and extended.
 
@@ -414,16 +267,19 @@ class Engine:
             sampling: Sampling settings.
             max_context: The conversation's token limit; a prompt that would pass it
                 (or the device's max safe context) is refused with a `BudgetError`.
+            cancel: Stops the reply after the current token (or prefill chunk).
 
         Returns:
             A handle streaming the turn's events.
         """
-        handle = TurnHandle()
-        started = time.perf_counter()
-        self.submit(
-            self._run_chat, key, messages, kv, sampling, handle, started, max_context
+        # Rendering needs no MLX: it runs here, not on the engine thread.
+        prompt_ids = self.render(messages, True)
+        prefix_len = prefix_reuse.system_prefix_length(
+            self.render, messages, prompt_ids
         )
-        return handle
+        return self.generate(
+            key, prompt_ids, kv, sampling, max_context, cancel, prefix_len=prefix_len
+        )
 
     def generate(
         self,
@@ -432,80 +288,29 @@ class Engine:
         kv: KVSettings,
         sampling: SamplingSettings,
         max_context: int | None = None,
+        cancel: CancelToken | None = None,
+        *,
+        prefix_len: int = 0,
     ) -> TurnHandle:
-        """Start a reply to already-tokenized prompt ids on a conversation's cache."""
-        handle = TurnHandle()
-        started = time.perf_counter()
+        """Start a reply to already-tokenized prompt ids on a conversation's cache.
+
+        Args:
+            prefix_len: Leading tokens (a system prompt) worth storing in the prefix
+                cache for other conversations; see `chat` for the others.
+        """
+        handle = TurnHandle(cancel)
         self.submit(
-            functools.partial(self._run_ids, max_context=max_context),
+            functools.partial(
+                self._run_ids, prefix_len=prefix_len, max_context=max_context
+            ),
             key,
             prompt_ids,
             kv,
             sampling,
             handle,
-            started,
+            time.perf_counter(),
         )
         return handle
-
-    def _run_chat(
-        self, key, messages, kv, sampling, handle, started, max_context=None
-    ) -> None:
-        try:
-            prompt_ids = self._render(messages, True)
-            prefix_len = self._system_prefix_length(messages, prompt_ids)
-        except BaseException as exc:
-            handle._put(_Failure(exc))
-            handle._put(_DONE)
-            return
-        self._run_ids(
-            key,
-            prompt_ids,
-            kv,
-            sampling,
-            handle,
-            started,
-            prefix_len=prefix_len,
-            max_context=max_context,
-        )
-
-    def _system_prefix_length(self, messages: list[dict], prompt_ids: list[int]) -> int:
-        """Tokens of the leading system message, when they are a prefix of the prompt."""
-        if not messages or messages[0].get("role") != "system":
-            return 0
-        prefix = self._render(messages[:1], False)
-        return len(prefix) if prompt_ids[: len(prefix)] == prefix else 0
-
-    def _attach_prefix(self, cache, prompt_ids: list[int], kv: KVSettings) -> str:
-        """Fill an empty conversation cache from the prefix cache; return the source."""
-        import copy
-
-        if cache.offset or self._info is None:
-            return "memory"
-        found = self.prefix_cache.lookup(self._info.identity, kv, prompt_ids)
-        if found is None:
-            return "memory"
-        entry, source = found
-        cache.layers = copy.deepcopy(entry.layers)
-        cache.token_ids = list(entry.token_ids)
-        cache.positions = []
-        cache.sync_positions()
-        return source
-
-    def _remember_prefix(
-        self, cache, prompt_ids: list[int], prefix_len: int, kv
-    ) -> None:
-        settings = self.prefix_cache.settings
-        if prefix_len < settings.min_prefix_tokens or self._info is None:
-            return
-        if kv.quantized and cache.bits_in_use != kv.bits:
-            return  # not yet quantized: the stored KV would not match its key
-        prefix = prompt_ids[:prefix_len]
-        if cache.token_ids[:prefix_len] != prefix:
-            return
-        if not self.prefix_cache.contains(self._info.identity, kv, prefix):
-            self.prefix_cache.store(
-                self._info.identity, self._info.folder, kv, prefix, cache.layers
-            )
 
     def set_prefix_cache_settings(self, settings) -> None:
         """Use new prefix-cache limits; a lower disk cap is enforced at once."""
@@ -528,9 +333,7 @@ class Engine:
         import mlx.core as mx
 
         freed = self.prefix_cache.drop_memory() if self._prefix_cache is not None else 0
-        while len(self._caches) > 1:
-            _, cache = self._caches.popitem(last=False)
-            freed += cache.nbytes
+        freed += self._caches.drop_idle()
         mx.clear_cache()
         return freed
 
@@ -552,27 +355,32 @@ class Engine:
             loaded = self._require_model()
             cache = self._cache_for(key, kv)
             self._guard(cache, prompt_ids, kv, sampling, max_context)
-            source = self._attach_prefix(cache, prompt_ids, kv)
+            source = prefix_reuse.attach_prefix(
+                self.prefix_cache, self._info, cache, prompt_ids, kv
+            )
             run_turn(
                 loaded,
                 cache,
                 prompt_ids,
                 kv,
                 sampling,
-                is_cancelled=handle._cancel.is_set,
+                is_cancelled=handle._cancel,
                 emit=handle._put,
                 reuse_source=source,
                 started=started,
             )
             try:
-                self._remember_prefix(cache, prompt_ids, prefix_len, kv)
+                prefix_reuse.remember_prefix(
+                    self.prefix_cache, self._info, cache, prompt_ids, prefix_len, kv
+                )
             except Exception:  # a lost cache entry must not fail a finished reply
                 logger.warning("could not store a prefix cache entry", exc_info=True)
         except BaseException as exc:
-            handle._put(_Failure(exc))
+            handle._put(Failure(exc))
         finally:
+            self._caches.publish(key)
             if finish:
-                handle._put(_DONE)
+                handle._put(DONE)
 
     def prefill(
         self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
@@ -591,9 +399,12 @@ class Engine:
 
         started = time.perf_counter()
         cache = self._cache_for(key, kv)
-        reused, computed = prefill_only(
-            self._require_model(), cache, ids, kv, exact=exact
-        )
+        try:
+            reused, computed = prefill_only(
+                self._require_model(), cache, ids, kv, exact=exact
+            )
+        finally:
+            self._caches.publish(key)
         return PrefillReport(
             seconds=time.perf_counter() - started,
             reused_tokens=reused,
@@ -619,7 +430,10 @@ class Engine:
         cache = self._caches.get(key)
         if cache is None:
             raise KeyError(f"no cache for {key!r}")
-        computed = cache.splice(keep, drop_until, insert_ids)
+        try:
+            computed = cache.splice(keep, drop_until, insert_ids)
+        finally:
+            self._caches.publish(key)
         return PrefillReport(
             seconds=time.perf_counter() - started,
             reused_tokens=cache.offset - computed,
@@ -634,6 +448,7 @@ class Engine:
         prompt_ids: list[int],
         kv: KVSettings,
         sampling: SamplingSettings,
+        cancel: CancelToken | None = None,
     ) -> TurnHandle:
         """Generate on top of a conversation's cache, then take the request off again.
 
@@ -641,7 +456,7 @@ class Engine:
         request is prefilled; afterwards the cache is trimmed back to the part of the
         history the request shared, so the conversation continues as before.
         """
-        handle = TurnHandle()
+        handle = TurnHandle(cancel)
         started = time.perf_counter()
         self.submit(self._run_side, key, prompt_ids, kv, sampling, handle, started)
         return handle
@@ -657,7 +472,8 @@ class Engine:
             cache = self._caches.get(key)
             if cache is not None:
                 cache.trim_to(min(shared, cache.offset))
-            handle._put(_DONE)
+                self._caches.publish(key)
+            handle._put(DONE)
 
     # -- memory ----------------------------------------------------------------------
 

@@ -148,3 +148,14 @@ def load_model_folder(folder: str | Path) -> LoadedModel:
         load_seconds=time.perf_counter() - started,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, info=info)
+
+
+def model_unchanged(folder: str, identity: str) -> bool:
+    """True when ``folder`` still holds the model whose identity is ``identity``."""
+    path = Path(folder)
+    if not path.is_dir():
+        return False
+    try:
+        return model_identity(path, read_config(path)) == identity
+    except ModelLoadError:
+        return False

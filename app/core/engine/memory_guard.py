@@ -18,6 +18,7 @@ from app.core.budget.device_budget import DeviceBudget
 from app.core.budget.memory_budget import (
     BudgetSettings,
     check_model_fits,
+    check_request_fits,
     memory_budget_bytes,
 )
 from app.core.budget.model_geometry import read_geometry
@@ -25,6 +26,7 @@ from app.core.budget.runtime_profile import profile_for_backend, resident_weight
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import ModelLoadError
+from app.core.generation_settings import KVSettings
 
 logger = logging.getLogger(__name__)
 
@@ -95,3 +97,59 @@ def apply_backend_limits(budget: DeviceBudget | None) -> None:
     except (KeyError, RuntimeError, AttributeError):
         pass
     mx.set_wired_limit(wired)
+
+
+def max_safe_context(budget: DeviceBudget | None, bits: int, group: int) -> int | None:
+    """Tokens a conversation may hold at a KV precision on this device.
+
+    The memory budget's max safe context, and never more than the context the model
+    was trained for (past it, replies degrade even with memory to spare). None when
+    neither is known.
+    """
+    if budget is None:
+        return None
+    trained = budget.geometry.max_position_embeddings
+    try:
+        memory = budget.max_context(bits, group)
+    except ValueError:
+        memory = None
+    limits = [limit for limit in (memory, trained) if limit]
+    return min(limits) if limits else None
+
+
+def check_request(
+    budget: DeviceBudget | None,
+    *,
+    max_context: int | None,
+    held_bytes: int,
+    cache_tokens: int,
+    prompt_tokens: int,
+    max_tokens: int,
+    kv: KVSettings,
+) -> None:
+    """Refuse, before allocating, a request that does not fit its limits.
+
+    Args:
+        budget: The loaded model's budget (None: only ``max_context`` is checked).
+        max_context: The conversation's own limit, if any.
+        held_bytes: Bytes every live KV cache (and the prefix cache) holds now.
+        cache_tokens: Tokens the cache that grows holds now.
+        prompt_tokens: Tokens of the request's whole prompt.
+        max_tokens: Tokens the reply may add.
+        kv: The request's KV precision.
+
+    Raises:
+        BudgetError: With the numbers.
+    """
+    limits = [max_context, max_safe_context(budget, kv.bits, kv.group_size)]
+    limits = [limit for limit in limits if limit]
+    if limits:
+        check_request_fits(prompt_tokens, max_tokens, min(limits))
+    if budget is not None:
+        budget.check_growth(
+            held_bytes,
+            cache_tokens,
+            prompt_tokens + max_tokens,
+            kv.bits,
+            kv.group_size,
+        )

@@ -24,12 +24,12 @@ No MLX here: the engine is used through its thread-safe API (``render``,
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 from app.core.budget import BudgetSettings
+from app.core.cancel import CancelToken
 from app.core.chat.turn_report import conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent
 from app.core.errors import InputError
@@ -115,6 +115,7 @@ class LongDocumentRunner:
         budget_settings: BudgetSettings | None = None,
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        cancel: CancelToken | None = None,
     ):
         self.engine = engine
         self.store = store
@@ -123,10 +124,9 @@ class LongDocumentRunner:
         self._sizing = sizing
         self._budget_settings = budget_settings
         self._clock = clock
-        self._cancel = threading.Event()
-        # Read and written without a lock: `cancel` runs in signal handlers, which
-        # would deadlock on a lock the interrupted main thread holds.
-        self._handle = None
+        # The engine polls the same token after every token and between prefill
+        # chunks, so a cancel needs no handle (and no lock: it runs in signal handlers).
+        self._cancel = cancel if cancel is not None else CancelToken()
 
     # -- cancelling ------------------------------------------------------------------
 
@@ -136,15 +136,12 @@ class LongDocumentRunner:
         No further segment starts; the segment being read keeps no notes. A runner
         stays cancelled: use a new one for the next run.
         """
-        self._cancel.set()
-        handle = self._handle
-        if handle is not None:
-            handle.cancel()
+        self._cancel.cancel()
 
     @property
     def cancelled(self) -> bool:
         """True once `cancel` was called."""
-        return self._cancel.is_set()
+        return self._cancel.cancelled
 
     # -- planning --------------------------------------------------------------------
 
@@ -470,17 +467,13 @@ class LongDocumentRunner:
                 f"would pass the planned context of {limit} tokens"
             )
         handle = self.engine.side_generate(
-            key, ids, self.preset.kv_settings(), sampling
+            key, ids, self.preset.kv_settings(), sampling, cancel=self._cancel
         )
-        self._handle = handle
-        if self.cancelled:  # cancel() ran before it could see this handle
-            handle.cancel()
         try:
             for event in handle:
                 if isinstance(event, GenerationEvent) and event.text:
                     yield event.text
         finally:
-            self._handle = None
             if handle.final is None:  # the consumer left early: stop the engine too
                 handle.cancel()
         return handle.final

@@ -149,7 +149,10 @@ def test_kv_limit_bytes():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"memory_cap": 0.5}, "Unknown budget setting 'memory_cap'; known settings: "),
+        (
+            {"memory_cap": 0.5},
+            "budget settings: unknown key 'memory_cap'; allowed keys are ",
+        ),
         (
             {"memory_cap_fraction": 1.5},
             "memory_cap_fraction must be a number from 0.05",

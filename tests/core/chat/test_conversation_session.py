@@ -6,27 +6,10 @@ import pytest
 
 from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.trimmer import Trimmer
-from app.core.engine.engine import Engine
 from app.core.errors import BudgetError
 from app.core.presets import get_preset
-from app.core.store import Store
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    engine = Engine()
-    engine.load(tiny_model_dir)
-    yield engine
-    engine.shutdown()
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "chat.db")
-    yield store
-    store.close()
 
 
 def start(engine, store, tiny_model_dir, **changes):
@@ -66,7 +49,7 @@ def test_forty_turns_never_pass_max_context(engine, store, tiny_model_dir):
     )
     trims = 0
     for i in range(1, 41):
-        report = session.send(user_turn(i))
+        report = session.send(user_turn(i)).wait()
         held = engine.cache_state(session.cache_key).tokens
         assert held <= 512 and report.context_tokens == held
         assert report.effective_max_context == 512
@@ -100,7 +83,7 @@ def test_rebuild_trim_gives_the_same_greedy_reply_as_a_fresh_prefill(
     )
     trimmed_reports = []
     for i in range(1, 12):
-        report = session.send(user_turn(i))
+        report = session.send(user_turn(i)).wait()
         if report.trimmed:
             trimmed_reports.append(report)
             context = store.context_for_model(session.conversation_id)
@@ -122,7 +105,7 @@ def test_auto_trim_off_refuses_with_the_numbers_and_saves_nothing(
     session = start(engine, store, tiny_model_dir, max_context=300, auto_trim=False)
     with pytest.raises(BudgetError) as excinfo:
         for i in range(1, 20):
-            session.send(user_turn(i))
+            session.send(user_turn(i)).wait()
     message = str(excinfo.value)
     assert "300" in message and "Auto-trim is off" in message
     saved = store.messages(session.conversation_id, include_trimmed=True)
@@ -142,13 +125,13 @@ def test_critical_pressure_trims_and_refuses_the_prefill(engine, store, tiny_mod
         engine, store, preset, model=str(tiny_model_dir), pressure=lambda: level["now"]
     )
     for i in range(1, 6):
-        session.send(user_turn(i))
+        session.send(user_turn(i)).wait()
     level["now"] = "critical"
     with pytest.raises(BudgetError, match="critical"):
-        session.send("one more")
+        session.send("one more").wait()
     assert check_summary_coverage(store, session.conversation_id) is not None
     level["now"] = "normal"
-    assert session.send("one more").finish_reason in {"length", "stop"}
+    assert session.send("one more").wait().finish_reason in {"length", "stop"}
 
 
 def test_warning_pressure_trims_earlier(engine, store, tiny_model_dir):
@@ -164,7 +147,7 @@ def test_warning_pressure_trims_earlier(engine, store, tiny_model_dir):
         engine, store, preset, model=str(tiny_model_dir), pressure=lambda: level["now"]
     )
     for i in range(1, 15):
-        report = session.send(user_turn(i))
+        report = session.send(user_turn(i)).wait()
         assert report.context_tokens <= 0.75 * 600 + 8
 
 
@@ -202,7 +185,9 @@ def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
     monkeypatch.setattr(ConversationCache, "can_splice", lambda self: False)
     session = start(engine, store, tiny_model_dir, max_context=400)
     trimmed = [
-        r for r in (session.send(user_turn(i)) for i in range(1, 12)) if r.trimmed
+        r
+        for r in (session.send(user_turn(i)).wait() for i in range(1, 12))
+        if r.trimmed
     ]
     assert trimmed
     for report in trimmed:
@@ -223,7 +208,7 @@ def test_splices_stop_before_positions_pass_the_trained_context(
     session = start(engine, store, tiny_model_dir, max_context=400)
     methods = []
     for i in range(1, 25):
-        report = session.send(user_turn(i))
+        report = session.send(user_turn(i)).wait()
         state = engine.cache_state(session.cache_key)
         assert state.next_position <= 900
         if report.trimmed:

@@ -1,0 +1,135 @@
+"""What a conversation holds against its limits: the numbers behind the context meter.
+
+The meter, the CLI and the server all ask the same questions — how many tokens does the
+conversation hold, what limit is in force, how many KV bytes is that at the preset's
+precision (bits *and* group), at what size will the next turn trim — so the answers are
+computed here once, from the budget, and never in a view or a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.core.budget.device_budget import DeviceBudget
+from app.core.trim.policy import DEFAULT_WARNING_TRIM_RATIO, trim_threshold
+
+DeviceLimit = Callable[[int, int], "int | None"]
+
+
+@dataclass(frozen=True)
+class ContextState:
+    """What the context meter shows for one conversation.
+
+    Attributes:
+        conversation_id: The conversation, or None for a chat not started yet.
+        tokens: Tokens the conversation holds in the KV cache (or would, once sent).
+        effective_limit: The limit in force: the preset's, or the device's if smaller.
+        preset_limit: The preset's own max_context.
+        kv_bytes: Bytes of KV cache for those tokens at the preset's precision.
+        kv_bits: That precision.
+        kv_group: Its quantization group (ignored at 16 bits).
+        trims: Summaries written for this conversation so far.
+        next_trim_at: Tokens held at which the next turn will trim first (it leaves
+            room for a whole reply of max_tokens).
+        exact: True when measured on the live cache, False when estimated from the
+            rendered prompt.
+    """
+
+    conversation_id: int | None
+    tokens: int
+    effective_limit: int
+    preset_limit: int
+    kv_bytes: int
+    kv_bits: int
+    trims: int
+    next_trim_at: int
+    exact: bool
+    kv_group: int = 64
+
+
+def effective_limit(
+    preset_limit: int, bits: int, group: int, device_limit: DeviceLimit | None
+) -> int:
+    """The smaller of a preset's max_context and the device's max safe context.
+
+    Args:
+        preset_limit: The preset's max_context.
+        bits: KV bits of the preset.
+        group: KV group of the preset.
+        device_limit: ``device_limit(bits, group)``: the device's max safe context, or
+            None when unknown (no model, or memory does not limit it).
+    """
+    device = device_limit(bits, group) if device_limit is not None else None
+    return min(preset_limit, device) if device is not None else preset_limit
+
+
+def next_trim_at(limit: int, max_tokens: int, pressure: str) -> int:
+    """Tokens held at which the next turn trims first (room for a whole reply)."""
+    threshold = trim_threshold(limit, pressure, DEFAULT_WARNING_TRIM_RATIO)
+    return max(0, threshold - max_tokens)
+
+
+def estimate_kv_bytes(
+    budget: DeviceBudget | None, tokens: int, bits: int, group: int
+) -> int:
+    """KV bytes ``tokens`` tokens take at a precision (0 when it cannot be known).
+
+    Args:
+        budget: The loaded model's budget (None: no model or unknown geometry).
+        tokens: Tokens held.
+        bits: KV bits.
+        group: KV group.
+    """
+    if budget is None or not tokens:
+        return 0
+    try:
+        return budget.kv_bytes(tokens, bits, group)
+    except ValueError:
+        return 0  # a precision this model cannot use
+
+
+def context_state(
+    *,
+    conversation_id: int | None,
+    preset,
+    limit: int,
+    cached_tokens: int,
+    cached_kv_bytes: int,
+    prompt_tokens: Callable[[], int],
+    trims: int,
+    pressure: str,
+    budget: DeviceBudget | None,
+) -> ContextState:
+    """The meter's numbers for a conversation (or a new chat, ``conversation_id`` None).
+
+    Args:
+        conversation_id: The conversation.
+        preset: Its preset (`app.core.presets.Preset`).
+        limit: The effective limit (see `effective_limit`).
+        cached_tokens: Tokens its live cache holds (0 when it has none).
+        cached_kv_bytes: Bytes that cache holds.
+        prompt_tokens: Counts the tokens of what the model would see now; called only
+            when there is no live cache.
+        trims: Summaries written so far.
+        pressure: System memory pressure level (``normal``/``warning``/``critical``).
+        budget: The loaded model's budget, for the estimate without a live cache.
+    """
+    if cached_tokens:
+        tokens, kv_bytes, exact = cached_tokens, cached_kv_bytes, True
+    else:
+        tokens = prompt_tokens()
+        kv_bytes = estimate_kv_bytes(budget, tokens, preset.kv_bits, preset.kv_group)
+        exact = False
+    return ContextState(
+        conversation_id=conversation_id,
+        tokens=tokens,
+        effective_limit=limit,
+        preset_limit=preset.max_context,
+        kv_bytes=kv_bytes,
+        kv_bits=preset.kv_bits,
+        kv_group=preset.kv_group,
+        trims=trims,
+        next_trim_at=next_trim_at(limit, preset.max_tokens, pressure),
+        exact=exact,
+    )

@@ -1,0 +1,52 @@
+"""What a chat turn reports, in order, as frozen values: the one streaming shape of chat.
+
+Every consumer (the CLI chat, the Qt worker, the local server) loops over the same
+events with one cancel token, the way long-document runs already stream theirs. Besides
+these, a turn yields the engine's own `PrefillProgress` and `GenerationEvent` (a text
+chunk) events unchanged.
+
+Order: optionally `TrimStarted` then `Trimmed` (up to three rounds), then
+`PrefillProgress`* and `GenerationEvent`* from the engine, then `TurnFinished`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.chat.trimmer import TrimOutcome
+from app.core.chat.turn_report import TurnReport
+
+
+@dataclass(frozen=True)
+class TrimStarted:
+    """The conversation is being trimmed before the reply (a summary is being written).
+
+    Attributes:
+        dropped_messages: Messages the trim replaces with a summary.
+        reason: Why, in words with the numbers.
+    """
+
+    dropped_messages: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """A trim finished: the summary is stored and the cache holds the trimmed context.
+
+    Attributes:
+        outcome: What the trim did.
+    """
+
+    outcome: TrimOutcome
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """The reply is complete (or stopped) and stored.
+
+    Attributes:
+        report: Everything measured about the turn.
+    """
+
+    report: TurnReport

@@ -1,0 +1,66 @@
+"""Filling a new conversation's cache from the prefix cache, and feeding it back.
+
+A long system prompt shared by many conversations is computed once: the first turn of
+a conversation whose prompt starts with a stored prefix copies that KV (deeply: MLX
+slice assignment would otherwise write into the shared buffers) and prefills only the
+rest; after a turn, the system prompt's KV is stored for the next conversation.
+Engine thread only.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from app.core.generation_settings import KVSettings
+
+
+def system_prefix_length(render, messages: list[dict], prompt_ids: list[int]) -> int:
+    """Tokens of the leading system message, when they are a prefix of the prompt.
+
+    Args:
+        render: Renders messages to ids (``render(messages, add_generation_prompt)``).
+        messages: The turn's messages.
+        prompt_ids: The turn's rendered prompt.
+    """
+    if not messages or messages[0].get("role") != "system":
+        return 0
+    prefix = render(messages[:1], False)
+    return len(prefix) if prompt_ids[: len(prefix)] == prefix else 0
+
+
+def attach_prefix(
+    prefix_cache, info, cache, prompt_ids: list[int], kv: KVSettings
+) -> str:
+    """Fill an empty conversation cache from the prefix cache; return the source.
+
+    Returns:
+        ``disk`` or ``memory``: where reused entries came from (``memory`` also when
+        nothing was attached: the conversation's own cache is in memory).
+    """
+    if cache.offset or info is None:
+        return "memory"
+    found = prefix_cache.lookup(info.identity, kv, prompt_ids)
+    if found is None:
+        return "memory"
+    entry, source = found
+    cache.layers = copy.deepcopy(entry.layers)
+    cache.token_ids = list(entry.token_ids)
+    cache.positions = []
+    cache.sync_positions()
+    return source
+
+
+def remember_prefix(
+    prefix_cache, info, cache, prompt_ids: list[int], prefix_len: int, kv: KVSettings
+) -> None:
+    """Store the KV of a turn's system prompt for the next conversations."""
+    settings = prefix_cache.settings
+    if prefix_len < settings.min_prefix_tokens or info is None:
+        return
+    if kv.quantized and cache.bits_in_use != kv.bits:
+        return  # not yet quantized: the stored KV would not match its key
+    prefix = prompt_ids[:prefix_len]
+    if cache.token_ids[:prefix_len] != prefix:
+        return
+    if not prefix_cache.contains(info.identity, kv, prefix):
+        prefix_cache.store(info.identity, info.folder, kv, prefix, cache.layers)

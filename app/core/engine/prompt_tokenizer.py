@@ -1,0 +1,115 @@
+"""Rendering and counting tokens from any thread, without the engine thread.
+
+Tokenization needs no MLX: the chat template is Jinja and the tokenizer is Rust. Sending
+it to the engine thread made a trimmed turn wait behind generation and cost ~18 blocking
+round trips, most of them rendering the same prompt again. The session, the long-document
+runner and the server call this object directly; it memoises what repeats within and
+across turns: each message text's token count, and the last few rendered prompts.
+
+The wrapped tokenizer is the mlx-lm `TokenizerWrapper` of the loaded model. Only its
+stateless calls are used here (``apply_chat_template``, ``encode``); the streaming
+detokenizer, which has state, stays with the engine thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+# Rendered prompts kept: a turn renders the same prompt a few times (plan, fit, send),
+# and the next turn starts with the previous prompt as its prefix.
+RENDER_CACHE_ENTRIES = 32
+# Message texts whose counts are kept (a long conversation has a few thousand).
+COUNT_CACHE_ENTRIES = 8192
+
+
+class _LRU:
+    """A small thread-safe least-recently-used map."""
+
+    def __init__(self, capacity: int):
+        self._capacity = capacity
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+
+class PromptTokenizer:
+    """Thread-safe, memoising chat-template rendering and token counting.
+
+    Args:
+        tokenizer: The model's tokenizer (mlx-lm ``TokenizerWrapper`` or a Hugging Face
+            tokenizer with ``apply_chat_template`` and ``encode``).
+    """
+
+    def __init__(self, tokenizer: Any):
+        self._tokenizer = tokenizer
+        self._renders = _LRU(RENDER_CACHE_ENTRIES)
+        self._counts = _LRU(COUNT_CACHE_ENTRIES)
+
+    def render(
+        self, messages: Sequence[dict], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Return the token ids of ``messages`` under the model's chat template.
+
+        Args:
+            messages: ``{"role", "content"}`` dicts.
+            add_generation_prompt: Append the assistant's turn header.
+
+        Returns:
+            A new list (callers may change it).
+        """
+        key = (
+            add_generation_prompt,
+            tuple((m["role"], m["content"]) for m in messages),
+        )
+        cached = self._renders.get(key)
+        if cached is None:
+            text = self._tokenizer.apply_chat_template(
+                list(messages),
+                add_generation_prompt=add_generation_prompt,
+                tokenize=False,
+            )
+            cached = tuple(self.encode(text))
+            self._renders.put(key, cached)
+        return list(cached)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens (not memoised)."""
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def count(self, text: str) -> int:
+        """How many tokens ``text`` is, without special tokens (memoised per text)."""
+        cached = self._counts.get(text)
+        if cached is None:
+            cached = len(self.encode(text))
+            self._counts.put(text, cached)
+        return cached
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids."""
+        return self._tokenizer.decode(list(ids))
+
+    @property
+    def hits(self) -> int:
+        """Renders and counts answered from memory (for tests and the benchmark)."""
+        return self._renders.hits + self._counts.hits
