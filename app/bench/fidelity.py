@@ -200,6 +200,9 @@ def _result(report, plan, summaries, check_s: float, summary_s: float) -> PartRe
         Row(
             "16-bit KV (reference): perplexity, pass-key recall",
             f"{ppl:.2f}, {hits}/{total}" if ppl else f"{hits}/{total}",
+            f"{full_bytes * BYTES_AT_TOKENS / 2**20:.1f} MiB at {BYTES_AT_TOKENS} tokens"
+            if full_bytes
+            else "—",
         ),
     )
     for mode in ("extractive", "model"):
@@ -207,7 +210,7 @@ def _result(report, plan, summaries, check_s: float, summary_s: float) -> PartRe
         tokens = summaries["summary_tokens"][mode]
         rows.append(
             Row(
-                f"Dropped-turn fact through a {mode} summary (rebuild, 16-bit)",
+                f"Dropped-turn fact through the {mode} summary (rebuild, 16-bit)",
                 f"{sum(got)}/{len(got)} recalled",
                 f"summary {min(tokens)}–{max(tokens)} tokens" if tokens else "—",
             )
@@ -246,7 +249,8 @@ def _row(r, trim_bytes: float | None = None) -> Row:
             f"{BYTES_AT_TOKENS} tokens"
         )
     elif trim_bytes:
-        bytes_text = f"{trim_bytes / 2**20:.2f} MiB after the trim (16-bit)"
+        when = "untrimmed" if r.cell.trim == "none" else "after the trim"
+        bytes_text = f"{trim_bytes / 2**20:.2f} MiB {when} (16-bit)"
     else:
         bytes_text = "—"
     return Row(r.cell.label, ", ".join(parts), bytes_text)
@@ -268,23 +272,39 @@ def draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
     plt = _pyplot()
     hits, total = figures["reference_recall"]
     full = figures["full_precision_bytes_per_token"] * figures["bytes_at_tokens"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     xs = [full / 2**20] + [c["kv_bytes_at_context"] / 2**20 for c in points]
     recall = [hits / total if total else 0] + [
         c["recall_hits"] / c["recall_total"] if c["recall_total"] else 0 for c in points
     ]
     top1 = [1.0] + [c["top1_agreement"] or 0 for c in points]
-    labels = ["16-bit"] + [c["label"].replace(" KV, group ", "/g") for c in points]
     ax.plot(xs, recall, "o", color="#d62728", label="pass-key recall")
-    ax.plot(xs, top1, "s", color="#1f77b4", label="top-1 agreement vs 16-bit")
-    for x, y, text in zip(xs, recall, labels, strict=True):
+    ax.plot(xs, top1, "s", color="#1f77b4", label="top-1 agreement with 16-bit")
+    groups = ["16-bit"] + [c["cell"].split(":")[2] for c in points]
+    for index, (x, y) in enumerate(zip(xs[1:], top1[1:], strict=True)):
         ax.annotate(
-            text, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=7
+            f"g{groups[index + 1]}",
+            (x, y),
+            textcoords="offset points",
+            xytext=(0, -14 - 9 * (index % 3)),
+            ha="center",
+            fontsize=7,
         )
-    ax.set_xscale("log")
-    ax.set_xlabel(f"KV cache at {figures['bytes_at_tokens']} tokens (MiB, log scale)")
+    for bits in sorted({c["cell"].split(":")[1] for c in points}):
+        cluster = [
+            xs[i + 1] for i, c in enumerate(points) if c["cell"].split(":")[1] == bits
+        ]
+        ax.annotate(
+            f"{bits}-bit KV",
+            (sum(cluster) / len(cluster), 1.02),
+            ha="center",
+            fontsize=8,
+        )
+    ax.annotate("16-bit KV", (xs[0], 1.02), ha="center", fontsize=8)
+    ax.set_xlabel(f"KV cache at {figures['bytes_at_tokens']} tokens (MiB)")
     ax.set_ylabel("share")
-    ax.set_ylim(0, 1.05)
+    ax.set_xlim(0, xs[0] * 1.1)
+    ax.set_ylim(0, 1.08)
     ax.set_title("Reference model: recall and agreement vs KV bytes")
     ax.legend(loc="lower right")
     fig.tight_layout()
