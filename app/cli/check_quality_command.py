@@ -9,8 +9,11 @@ Ctrl-C stops it and keeps what was measured.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,9 +76,35 @@ class _ProgressBar:
         self.stream.flush()
 
 
+@contextlib.contextmanager
+def _stop_on_interrupt(check):
+    """Turn Ctrl-C into a stop of the check (which still reports what it measured).
+
+    A signal handler rather than catching KeyboardInterrupt: the interrupt may land
+    anywhere in the loop, and only the handler is sure not to lose an event.
+    """
+    stopped = threading.Event()
+
+    def on_interrupt(signum, frame):
+        if stopped.is_set():  # a second Ctrl-C: the user really wants out
+            raise KeyboardInterrupt
+        stopped.set()
+        check.cancel()
+        print("\nStopping after the current step …", file=sys.stderr, flush=True)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped
+        return
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the model, run the check, print and store the results."""
-    from app.cli.runtime import engine_from_settings
+    from app.core.engine.engine import Engine
     from app.core.engine.quality_run import start_quality_check
     from app.core.quality.events import CellMeasured, QualityProgress
     from app.core.quality.plan import plan_check
@@ -88,9 +117,8 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     plan = plan_check(model_dir, quick=args.quick, trims=not args.no_trims, only=only)
-    engine = engine_from_settings()
+    engine = Engine.from_settings()
     bar = _ProgressBar(sys.stderr, sys.stderr.isatty())
-    interrupted = False
     try:
         info = engine.load(model_dir)
         if info.random_weights:
@@ -100,20 +128,13 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         check = start_quality_check(engine, plan)
-        while True:
-            try:
-                event = check.next_event()
-            except KeyboardInterrupt:
-                # Ctrl-C stops the check; the cells measured so far still arrive.
-                interrupted = True
-                check.cancel()
-                continue
-            if event is None:
-                break
-            if isinstance(event, QualityProgress):
-                bar.update(event)
-            elif isinstance(event, CellMeasured):
-                bar.cell_done(one_line(event.result))
+        with _stop_on_interrupt(check) as stopped:
+            while (event := check.next_event()) is not None:
+                if isinstance(event, QualityProgress):
+                    bar.update(event)
+                elif isinstance(event, CellMeasured):
+                    bar.cell_done(one_line(event.result))
+        interrupted = stopped.is_set()
         report = check.report
     finally:
         engine.shutdown()
@@ -136,10 +157,9 @@ def run(args: argparse.Namespace) -> int:
 def _store(report):
     """Save the report in the store; return its id (None when not stored)."""
     from app.cli.runtime import open_store
-    from app.core.store.quality_results import save_report
 
     store = open_store(lambda text: print(text, file=sys.stderr))
     try:
-        return save_report(store, report)
+        return store.save_quality_report(report)
     finally:
         store.close()

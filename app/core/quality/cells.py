@@ -118,3 +118,10 @@ def grid(
     if trims:
         cells += [Cell(TRIM, trim=method) for method in TRIM_METHODS]
     return cells
+
+
+def run_order(cell: Cell) -> tuple:
+    """Sort key of the grid's order: KV cells (more bits first, groups up), then trims."""
+    if cell.kind == KV:
+        return (0, -cell.bits, cell.group_size, "")
+    return (1, 0, 0, TRIM_METHODS.index(cell.trim))
