@@ -78,7 +78,10 @@ def _train_reference(args: argparse.Namespace, started: float) -> int:
 
     from app.core.engine.reference import evaluation
     from app.core.engine.reference.geometry import VOCAB_SIZE
-    from app.core.engine.reference.install import train_reference_model
+    from app.core.engine.reference.install import (
+        evaluate_folder,
+        train_reference_model,
+    )
     from app.core.engine.reference.training import DEFAULT_RECIPE
     from app.core.engine.tokenizer_training import train_tokenizer
 
@@ -109,8 +112,14 @@ def _train_reference(args: argparse.Namespace, started: float) -> int:
     )
     folder, log = train_reference_model(args.folder, recipe, on_step, on_checkpoint)
     print(
-        f"Trained the reference model into {folder} in {log.seconds / 60:.1f} min "
-        f"({time.perf_counter() - started:.0f} s in all).",
+        f"Trained the reference model into {folder} in {log.seconds / 60:.1f} min; "
+        "measuring it on held-out data …",
+        file=sys.stderr,
+    )
+    evaluate_folder(folder, log=lambda line: print(line, file=sys.stderr))
+    print(
+        f"Done in {(time.perf_counter() - started) / 60:.1f} min; figures in "
+        f"{folder / 'evaluation.json'}.",
         file=sys.stderr,
     )
     return 0

@@ -41,6 +41,8 @@ MODEL_FILES = (
     "tokenizer_config.json",
 )
 TRAINING_LOG = "training_log.json"
+EVALUATION = "evaluation.json"
+LOSS_CURVE = "loss_curve.png"
 # float16 keeps 11 bits of mantissa (bfloat16: 8); the copy circuit's sharp
 # attention scores keep their margins, and the file is half the fp32 size.
 SAVED_DTYPE = mx.float16
@@ -156,3 +158,29 @@ def write_training_log(path: Path, log: TrainingLog) -> None:
         "columns": ["step", "loss", "learning_rate", "tokens", "elapsed_s"],
     }
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def evaluate_folder(
+    folder: str | Path, sizes=None, log: Callable[[str], None] = lambda _: None
+) -> dict:
+    """Load a trained folder, measure it on held-out data, save the figures.
+
+    Writes ``evaluation.json`` (and ``loss_curve.png`` when matplotlib is installed and
+    the folder has its training log) next to the weights.
+
+    Returns:
+        The held-out figures (`evaluation.Evaluation.as_dict`).
+    """
+    from app.core.engine.loader import load_model_folder
+    from app.core.engine.reference import evaluation
+    from app.core.engine.reference.loss_curve import draw_loss_curve
+
+    folder = Path(folder)
+    loaded = load_model_folder(folder)
+    figures = evaluation.evaluate(
+        loaded, sizes or evaluation.EvaluationSizes(), log=log
+    ).as_dict()
+    (folder / EVALUATION).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    if (folder / TRAINING_LOG).is_file():
+        draw_loss_curve(folder / TRAINING_LOG, folder / LOSS_CURVE, figures)
+    return figures
