@@ -81,9 +81,20 @@ class _Check:
         self.pass_keys = [
             scoring.task_question(self.chat, task) for task in self.probes.pass_keys
         ]
-        self.style = summary_style(self.chat.render)
-        self.trim_cases = [self._trim_ids(case) for case in self.probes.trim_cases]
+        self._trim_cases: list[_TrimCaseIds] | None = None
         self.rebuilt: dict[int, tuple[mx.array, bool]] = {}
+
+    @property
+    def trim_cases(self) -> list[_TrimCaseIds]:
+        """The trim conversations as ids, laid out on first use.
+
+        Raises:
+            NotAdditive: The chat template cannot be spliced (the trim cells report it).
+        """
+        if self._trim_cases is None:
+            self.style = summary_style(self.chat.render)
+            self._trim_cases = [self._trim_ids(c) for c in self.probes.trim_cases]
+        return self._trim_cases
 
     def _trim_ids(self, case: TrimCase) -> _TrimCaseIds:
         summary = extractive_summary(
@@ -115,7 +126,7 @@ class _Check:
             if cell.kind == KV:
                 units += text_chunks + len(self.pass_keys)
             else:
-                units += len(self.trim_cases)
+                units += len(self.probes.trim_cases)
         return units
 
     # -- progress ---------------------------------------------------------------------

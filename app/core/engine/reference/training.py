@@ -155,6 +155,7 @@ def train(
     is_cancelled: Callable[[], bool] = lambda: False,
     on_checkpoint: Callable[[nn.Module, int], None] | None = None,
     checkpoint_every: int = 100,
+    stream: corpus.TokenStream | None = None,
 ) -> tuple[nn.Module, TrainingLog]:
     """Train a reference model from scratch.
 
@@ -166,14 +167,16 @@ def train(
         on_checkpoint: Called with the model every ``checkpoint_every`` steps (to watch
             recall while training); it must not change the model.
         checkpoint_every: Steps between checkpoints.
+        stream: The tokenized training documents, if already at hand (tests).
 
     Returns:
         The model (fp32) and the log of every step.
     """
     mx.random.seed(recipe.seed)
     model = new_model(recipe.seed)
-    train_docs = [d for d in corpus.documents() if not d.held_out]
-    stream = corpus.TokenStream(tokenizer, train_docs)
+    if stream is None:
+        train_docs = [d for d in corpus.documents() if not d.held_out]
+        stream = corpus.TokenStream(tokenizer, train_docs)
     optimizer = optim.AdamW(
         learning_rate=_schedule(recipe),
         betas=[0.9, 0.95],
