@@ -7,6 +7,7 @@ top-1, recall 9/10, measured 3 Dec" reads the same in `swapless doctor`, after
 
 from __future__ import annotations
 
+import textwrap
 from datetime import datetime
 
 from app.core.quality.cells import KV
@@ -72,11 +73,12 @@ def table(report: QualityReport) -> str:
     kind = "quick" if report.quick else "full"
     hits, total = report.reference_recall
     ppl = report.reference_perplexity
-    heading = (
+    heading = textwrap.fill(
         f"Quality check of {report.model_folder} ({kind} probes, "
         f"{report.seconds:.0f} s). Full-precision reference: "
         + (f"perplexity {ppl:.2f}, " if ppl else "")
-        + f"pass keys {hits}/{total}."
+        + f"pass keys {hits}/{total}.",
+        width=88,
     )
     header = (
         f"{'':28} {'top-1':>8} {'mean KL':>9} {'PPL ratio':>9} "
@@ -96,7 +98,7 @@ def table(report: QualityReport) -> str:
     if report.cancelled:
         lines.append("")
         lines.append("Stopped before the end: the rows above are what was measured.")
-    lines += ["", EXPLANATION]
+    lines += ["", textwrap.fill(EXPLANATION, width=88)]
     return "\n".join(lines)
 
 

@@ -49,7 +49,7 @@ def test_table_has_a_row_per_cell_and_the_legend():
         reference_recall=(10, 10),
     )
     text = table(report)
-    assert "perplexity 18.25, pass keys 10/10" in text
+    assert "perplexity 18.25," in text and "pass keys 10/10." in text
     assert "4-bit KV, group 64" in text and "96.0 %" in text and "1.008" in text
     assert "9/10 (10)" in text
     assert "Stopped before the end" in text
