@@ -3,6 +3,10 @@
 Calls `app.ui.responsiveness` (written with the window code) in a subprocess with
 ``QT_QPA_PLATFORM=offscreen``, so Qt never loads into the benchmark process and the
 engine there stays the only MLX user. The subprocess prints one marked JSON line.
+
+Besides the model's own replies (short, on a small model), the chat view streams a
+`MARKDOWN_REPLY_CHARS` Markdown reply written by `long_markdown_reply`: what a long
+answer with prose, lists, code and tables costs the UI thread to render as it grows.
 """
 
 from __future__ import annotations
@@ -11,26 +15,113 @@ import ast
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 from app.bench.context import BenchContext
 from app.bench.results import PartResult, Row
+from app.bench.texts import sentence
 
 NAME = "ui"
 TITLE = "UI: event-loop lateness while streaming, cold start to first paint"
 MARKER = "@@swapless-bench-ui "
-NEEDED = ("measure_streaming_lateness", "measure_cold_start")
-TIMEOUT_S = 600
+NEEDED = (
+    "measure_streaming_lateness",
+    "measure_markdown_streaming_lateness",
+    "measure_cold_start",
+)
+TIMEOUT_S = 900
+MARKDOWN_REPLY_CHARS = 200_000
+MARKDOWN_STREAM_FACTOR = 2
+"""The Markdown reply streams over this many times the settings' ``ui_seconds``."""
 
 _SCRIPT = """
 import json, sys
-from app.ui.responsiveness import measure_cold_start, measure_streaming_lateness
+from app.ui.responsiveness import (
+    measure_cold_start, measure_markdown_streaming_lateness, measure_streaming_lateness
+)
 lateness = measure_streaming_lateness(sys.argv[1], float(sys.argv[2]))
+markdown = measure_markdown_streaming_lateness(int(sys.argv[4]), float(sys.argv[5]))
 cold = measure_cold_start(runs=int(sys.argv[3]))
-print({marker!r} + json.dumps({{"lateness": lateness, "cold_start_s": cold}}), flush=True)
+print({marker!r} + json.dumps(
+    {{"lateness": lateness, "markdown_streaming": markdown, "cold_start_s": cold}}
+), flush=True)
 """
+
+_CODE = (
+    (
+        "python",
+        "def step_{n}(tokens, limit={n}):",
+        "    kept = tokens[-limit:]",
+        "    return kept",
+    ),
+    (
+        "bash",
+        "# step {n}",
+        "pip install --upgrade mlx-lm=={n}.0",
+        "swapless run --preset chat",
+    ),
+    (
+        "json",
+        "{{",
+        '  "preset": "chat", "kv_bits": {n},',
+        '  "max_context": 8192',
+        "}}",
+    ),
+)
+
+
+def long_markdown_reply(chars: int, seed: int = 0) -> str:
+    """A Markdown reply of at least ``chars`` characters, like a long model answer.
+
+    Headings, paragraphs with inline markup and links, bullet and numbered lists, fenced
+    code, tables and quotes, drawn with a seeded generator (same seed, same text).
+    """
+    rng = random.Random(seed)
+    parts: list[str] = []
+    size = 0
+    section = 0
+    while size < chars:
+        kind = rng.random()
+        if kind < 0.08:
+            section += 1
+            part = f"## {section}. {sentence(rng).rstrip('.')}"
+        elif kind < 0.45:
+            words = " ".join(sentence(rng) for _ in range(rng.randint(2, 5))).split()
+            for _ in range(3):
+                i = rng.randrange(len(words))
+                words[i] = rng.choice(
+                    (f"**{words[i]}**", f"`{words[i]}`", f"*{words[i]}*")
+                )
+            words.append(f"See [the notes](https://example.com/notes/{section}).")
+            part = " ".join(words)
+        elif kind < 0.62:
+            marker = "-" if rng.random() < 0.6 else None
+            part = "\n".join(
+                f"{marker or f'{i + 1}.'} {sentence(rng)}"
+                for i in range(rng.randint(3, 8))
+            )
+        elif kind < 0.78:
+            language, *lines = rng.choice(_CODE)
+            body = "\n".join(
+                line.format(n=rng.randint(1, 99))
+                for _ in range(rng.randint(2, 8))
+                for line in lines
+            )
+            part = f"```{language}\n{body}\n```"
+        elif kind < 0.9:
+            rows = "\n".join(
+                f"| {sentence(rng)[:24]} | {rng.randint(1, 64)} | {rng.random():.2f} |"
+                for _ in range(rng.randint(3, 8))
+            )
+            part = f"| Step | Tokens | Share |\n|:--|--:|--:|\n{rows}"
+        else:
+            part = "\n".join(f"> {sentence(rng)}" for _ in range(rng.randint(1, 3)))
+        parts.append(part)
+        size += len(part) + 2
+    return "\n\n".join(parts) + "\n"
 
 
 def _functions(path: Path) -> set[str]:
@@ -66,6 +157,8 @@ def run(ctx: BenchContext) -> PartResult:
             str(ctx.model_dir),
             str(s.ui_seconds),
             str(runs),
+            str(MARKDOWN_REPLY_CHARS),
+            str(s.ui_seconds * MARKDOWN_STREAM_FACTOR),
         ],
         env=env,
         capture_output=True,
@@ -81,6 +174,7 @@ def run(ctx: BenchContext) -> PartResult:
         )
     data = json.loads(lines[-1][len(MARKER) :])
     lateness = data["lateness"]
+    markdown = data["markdown_streaming"]
     result = PartResult()
     result.figures = {**data, "cold_start_runs": runs}
     result.rows = [
@@ -89,6 +183,14 @@ def run(ctx: BenchContext) -> PartResult:
             f"of {lateness['interval_ms']} ms, {lateness['tokens_per_s']:.0f} tok/s)",
             f"{lateness['p50_ms']:.1f} ms / {lateness['p99_ms']:.1f} ms",
             f"max {lateness['max_ms']:.1f} ms",
+        ),
+        Row(
+            f"UI timer lateness while a {markdown['reply_chars'] // 1000} KB Markdown "
+            f"reply streams, p50 / p99 ({markdown['samples']} ticks in "
+            f"{markdown['seconds']:.0f} s)",
+            f"{markdown['p50_ms']:.1f} ms / {markdown['p99_ms']:.1f} ms",
+            f"max {markdown['max_ms']:.1f} ms; last update shown "
+            f"{markdown['final_render_ms']:.0f} ms after the last text",
         ),
         Row(
             f"Cold start to first paint (median of {runs})",

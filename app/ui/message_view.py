@@ -9,18 +9,14 @@ the summary and, on demand, to the original messages, which the store keeps.
 
 from __future__ import annotations
 
-import html
-
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QSizePolicy,
-    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -28,84 +24,10 @@ from PySide6.QtWidgets import (
 
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
-from app.core.text.markdown_html import (
-    COPY_CODE_SCHEME,
-    LIGHT_THEME,
-    MarkdownTheme,
-    clean_text,
-    document_style_sheet,
-    render_markdown,
-)
+from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
+from app.ui.rich_text_view import RichTextView
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-
-
-class RichTextView(QTextBrowser):
-    """A read-only rich text block as tall as its contents (the chat scrolls, not it)."""
-
-    code_copied = Signal(int)
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("richText")
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setOpenLinks(False)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser#richText { background: transparent; }")
-        self.document().setDocumentMargin(2)
-        self._code_blocks: tuple[str, ...] = ()
-        self.anchorClicked.connect(self._on_self_anchor_clicked)
-        self.document().documentLayout().documentSizeChanged.connect(self._fit)
-        self.setFixedHeight(24)
-
-    @property
-    def code_blocks(self) -> tuple[str, ...]:
-        """The code of the rendered code blocks."""
-        return self._code_blocks
-
-    def set_markdown(self, text: str, theme: MarkdownTheme) -> None:
-        """Show ``text`` rendered as Markdown."""
-        rendered = render_markdown(text, theme)
-        self._code_blocks = rendered.code_blocks
-        self.document().setDefaultStyleSheet(document_style_sheet(theme))
-        self.setHtml(rendered.html)
-
-    def set_plain(self, text: str) -> None:
-        """Show ``text`` as typed (line breaks kept, no Markdown)."""
-        self._code_blocks = ()
-        escaped = html.escape(clean_text(text)).replace("\n", "<br/>")
-        self.setHtml(f"<p style='margin: 0px; white-space: pre-wrap;'>{escaped}</p>")
-
-    def sizeHint(self) -> QSize:
-        return QSize(super().sizeHint().width(), self.height())
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self._fit()
-
-    def wheelEvent(self, event) -> None:
-        event.ignore()  # let the chat's scroll area scroll
-
-    def _fit(self, *_args) -> None:
-        height = int(self.document().size().height()) + 2 * self.frameWidth()
-        bar = self.horizontalScrollBar()
-        if bar.isVisible():
-            height += bar.sizeHint().height()
-        if height != self.height():
-            self.setFixedHeight(max(height, 18))
-
-    def _on_self_anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() == COPY_CODE_SCHEME:
-            index = int(url.path() or url.toString().split(":", 1)[1])
-            if 0 <= index < len(self._code_blocks):
-                QGuiApplication.clipboard().setText(self._code_blocks[index])
-                self.code_copied.emit(index)
-            return
-        if url.scheme() in ("http", "https", "mailto"):
-            QDesktopServices.openUrl(url)
 
 
 def _small_button(text: str, tooltip: str) -> QToolButton:

@@ -6,6 +6,9 @@ Two numbers for the benchmark:
   stream, lets a 10 ms QTimer tick on the UI thread; how late each tick fires is how
   long the UI thread was busy (rendering Markdown, relayout, signal traffic). p50 and
   p99 of that lateness is what a user feels as lag.
+* `measure_markdown_streaming_lateness` streams one long Markdown reply (200 KB in the
+  benchmark) into the real chat view at a steady rate, with the same timer: the cost
+  of rendering a reply that keeps growing, independent of how fast a model writes.
 * `measure_cold_start` starts ``python -m app`` (the real entry point) in a subprocess
   with ``SWAPLESS_FIRST_PAINT_PROBE=1`` and returns the time from spawning it to the
   window's first paint event.
@@ -24,6 +27,8 @@ import time
 from pathlib import Path
 
 TIMER_INTERVAL_MS = 10
+FEED_INTERVAL_MS = 5
+SETTLE_TIMEOUT_S = 120
 LOAD_TIMEOUT_S = 300
 COLD_START_TIMEOUT_S = 60
 
@@ -164,6 +169,122 @@ def measure_streaming_lateness(
                 os.environ.pop("SWAPLESS_HOME", None)
             else:
                 os.environ["SWAPLESS_HOME"] = previous_home
+
+
+def measure_markdown_streaming_lateness(
+    reply_chars: int = 200_000,
+    seconds: float = 20.0,
+    interval_ms: int = TIMER_INTERVAL_MS,
+) -> dict:
+    """Stream a long Markdown reply into the chat view and time a UI-thread timer.
+
+    The reply (`app.bench.ui_responsiveness.long_markdown_reply`) is appended in
+    pieces every `FEED_INTERVAL_MS`, as fast as wall time says it should have arrived
+    (so a busy UI thread receives bigger pieces, as it would from a model), through
+    the calls the window makes for a streaming reply. Lateness is recorded from the
+    first piece until the whole reply is on screen.
+
+    Args:
+        reply_chars: Length of the reply.
+        seconds: How long the reply takes to arrive.
+        interval_ms: The timer's interval.
+
+    Returns:
+        ``p50_ms``, ``p99_ms``, ``max_ms``, ``samples``, ``reply_chars``, ``seconds``
+        (until the reply was on screen), ``final_render_ms`` (from the last piece to
+        the reply on screen), ``pieces`` (documents the reply was laid out in) and
+        ``interval_ms``.
+    """
+    from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.bench.ui_responsiveness import long_markdown_reply
+
+    if QApplication.instance() is None and not _has_display():
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    app = QApplication.instance() or QApplication(["swapless-markdown-lateness"])
+    from app.ui.chat_view import ChatView
+    from app.ui.garbage_collector import MainThreadGarbageCollector
+
+    collector = MainThreadGarbageCollector()
+    reply = long_markdown_reply(reply_chars)
+    view = ChatView()
+    view.resize(1000, 800)
+    view.show()
+    app.processEvents()
+    view.start_live_turn("Write a long answer with lists, code and tables.")
+    clock = QElapsedTimer()
+    clock.start()
+    lateness: list[float] = []
+    last_tick = [clock.nsecsElapsed()]
+    state = {"fed": 0, "fed_at_ns": 0, "done_ns": 0}
+    loop = QEventLoop()
+
+    def on_tick() -> None:
+        now = clock.nsecsElapsed()
+        lateness.append(max(0.0, (now - last_tick[0]) / 1e6 - interval_ms))
+        last_tick[0] = now
+        live = view.live_reply
+        if (
+            state["fed"] >= len(reply)
+            and live is not None
+            and live.text == reply  # the throttle has passed the whole reply on
+            and not _rendering(live.body)
+        ):
+            state["done_ns"] = now
+            loop.quit()
+
+    def on_feed() -> None:
+        due = min(len(reply), int(len(reply) * clock.elapsed() / (seconds * 1000)) + 1)
+        if due > state["fed"]:
+            view.append_live_text(reply[state["fed"] : due])
+            state["fed"] = due
+            if due >= len(reply):
+                state["fed_at_ns"] = clock.nsecsElapsed()
+                feed.stop()
+
+    ticker = QTimer()
+    ticker.setTimerType(Qt.TimerType.PreciseTimer)
+    ticker.setInterval(interval_ms)
+    ticker.timeout.connect(on_tick)
+    feed = QTimer()
+    feed.setTimerType(Qt.TimerType.PreciseTimer)
+    feed.setInterval(FEED_INTERVAL_MS)
+    feed.timeout.connect(on_feed)
+    try:
+        ticker.start()
+        feed.start()
+        QTimer.singleShot(int((seconds + SETTLE_TIMEOUT_S) * 1000), loop.quit)
+        loop.exec()
+        ticker.stop()
+        feed.stop()
+        if not state["done_ns"]:
+            raise RuntimeError(
+                f"the reply was not on screen {SETTLE_TIMEOUT_S} s after it arrived"
+            )
+        live = view.live_reply.body
+        return {
+            "p50_ms": round(statistics.median(lateness), 3) if lateness else 0.0,
+            "p99_ms": round(_percentile(lateness, 0.99), 3),
+            "max_ms": round(max(lateness), 3) if lateness else 0.0,
+            "samples": len(lateness),
+            "reply_chars": len(reply),
+            "seconds": round(state["done_ns"] / 1e9, 3),
+            "final_render_ms": round((state["done_ns"] - state["fed_at_ns"]) / 1e6, 1),
+            "pieces": getattr(live, "pieces", 1),
+            "interval_ms": interval_ms,
+        }
+    finally:
+        view.end_live_turn()
+        view.deleteLater()
+        app.processEvents()
+        collector.stop()
+
+
+def _rendering(body) -> bool:
+    """Whether the live reply still has text to put on screen (views that render
+    synchronously have nothing pending)."""
+    return bool(getattr(body, "busy", False))
 
 
 def _wait_for(signal, failure, timeout_s: float, start) -> tuple:

@@ -3,6 +3,11 @@
 It works on the dict `Store.export_json` returns, so the JSON and Markdown exports
 can never disagree. Messages are numbered, and each summary is shown just before the
 first message it replaced, saying which messages it stands for in the model's context.
+
+A rendered export shows each message as the chat does: replies (and summaries) are
+Markdown there too, so they go in as written, with a code fence that a cut-off reply
+left open closed at its end; what people type (messages, the system prompt) is shown
+as typed in the chat, so it is escaped to render as typed (`app.core.text.markdown_source`).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 from typing import Any
 
 from app.core.store.records import parse_time
+from app.core.text.markdown_source import closed_markdown, literal_markdown
 
 _METHOD_WORDS = {
     "model": "written by the model",
@@ -24,7 +30,12 @@ def render_markdown(export: dict[str, Any]) -> str:
     lines = [f"# {conversation['title'] or 'Untitled conversation'}", ""]
     lines += _metadata(conversation)
     if conversation["system_prompt"]:
-        lines += ["## System prompt", "", conversation["system_prompt"], ""]
+        lines += [
+            "## System prompt",
+            "",
+            literal_markdown(conversation["system_prompt"]),
+            "",
+        ]
     lines += _messages(export["messages"], export["summaries"])
     lines += _documents(export["documents"])
     return "\n".join(lines).rstrip() + "\n"
@@ -65,13 +76,20 @@ def _messages(
                 f"*Replaced by summary {message['summary'] + 1} in the model's context.*",
                 "",
             ]
-        lines += [message["content"] or "*(empty)*", ""]
+        lines += [_content(message) or "*(empty)*", ""]
         if message["error"]:
             lines += [f"**Error:** {message['error']}", ""]
         stats = _stats_line(message["stats"])
         if stats:
             lines += [f"*{stats}*", ""]
     return lines
+
+
+def _content(message: dict[str, Any]) -> str:
+    """A message's text as Markdown that renders the way the chat shows it."""
+    if message["role"] == "assistant":
+        return closed_markdown(message["content"])
+    return literal_markdown(message["content"])
 
 
 def _summary(index: int, summary: dict[str, Any]) -> list[str]:
@@ -81,7 +99,8 @@ def _summary(index: int, summary: dict[str, Any]) -> list[str]:
     note = f"{_METHOD_WORDS.get(summary['method'], summary['method'])}, replaces {span}"
     if summary["superseded_by"] is not None:
         note += f"; later folded into summary {summary['superseded_by'] + 1}"
-    quoted = [f"> {line}" if line else ">" for line in summary["content"].splitlines()]
+    content = closed_markdown(summary["content"])
+    quoted = [f"> {line}" if line else ">" for line in content.splitlines()]
     return [f"> **Summary {index + 1}** ({note})", ">", *quoted, ""]
 
 

@@ -1,0 +1,90 @@
+"""Code blocks as Qt rich text: Pygments colours, a language label and a Copy link.
+
+Qt's rich text has no widgets inside a document, so a code block is a two-row table:
+the language and a ``copy-code:N`` link on top, the highlighted code below. The view
+copies ``code_blocks[N]`` when that link is clicked.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import OrderedDict
+
+from app.core.text.markdown_theme import MarkdownTheme
+
+COPY_CODE_SCHEME = "copy-code"
+
+_CACHE_CHARS = 4_000_000
+"""Characters of highlighted HTML kept: a streamed reply re-renders its last blocks."""
+
+_cache: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+_cache_chars = 0
+_cache_lock = threading.Lock()  # renders run on the UI thread and on a worker
+
+
+def highlight_code(source: str, language: str, style: str) -> str:
+    """Return ``source`` as HTML spans with inline colours (cached: replies re-render).
+
+    Args:
+        source: The code, without a final newline.
+        language: A Pygments lexer name or alias; unknown or empty means plain text.
+        style: A Pygments style name.
+    """
+    global _cache_chars
+    key = (source, language, style)
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    result = _highlight(source, language, style)
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = result
+            _cache_chars += len(source) + len(result)
+        while _cache_chars > _CACHE_CHARS and len(_cache) > 1:
+            (old_source, _, _), old_result = _cache.popitem(last=False)
+            _cache_chars -= len(old_source) + len(old_result)
+    return result
+
+
+def _highlight(source: str, language: str, style: str) -> str:
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(language, stripnl=False) if language else None
+    except ClassNotFound:
+        lexer = None
+    if lexer is None:
+        return html.escape(source, quote=False)
+    formatter = HtmlFormatter(nowrap=True, noclasses=True, style=style)
+    highlighted = highlight(source, lexer, formatter)
+    return highlighted[:-1] if highlighted.endswith("\n") else highlighted
+
+
+def code_block_html(
+    source: str, language: str, index: int, theme: MarkdownTheme
+) -> str:
+    """The table that shows one code block.
+
+    Args:
+        source: The code, without a final newline.
+        language: The fence's language ("" for none).
+        index: The block's position in the reply (its Copy link is ``copy-code:index``).
+        theme: Colours.
+    """
+    label = html.escape(language) if language else "code"
+    return (
+        f'<table width="100%" cellspacing="0" cellpadding="0"'
+        f' style="margin-top: 4px; margin-bottom: 8px; border: 1px solid {theme.border};'
+        f' background-color: {theme.code_background};">'
+        f'<tr><td style="padding: 3px 8px; color: {theme.muted};">{label}</td>'
+        f'<td align="right" style="padding: 3px 8px;">'
+        f'<a href="{COPY_CODE_SCHEME}:{index}">Copy</a></td></tr>'
+        f'<tr><td colspan="2" style="padding: 4px 8px 8px 8px;">'
+        f"<pre>{highlight_code(source, language, theme.pygments_style)}</pre>"
+        f"</td></tr></table>"
+    )

@@ -1,0 +1,170 @@
+"""The Markdown view of a reply: pieces for long replies, big renders off the UI thread."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QGuiApplication, QTextDocument
+
+from app.bench.ui_responsiveness import long_markdown_reply
+from app.core.text import incremental_markdown
+from app.core.text.markdown_html import render_markdown
+from app.core.text.markdown_theme import DARK_THEME, LIGHT_THEME, document_style_sheet
+from app.ui.background import TaskSet
+from app.ui.rich_text_view import SEAL_CHARS, SYNC_CHARS, RichTextView
+
+
+@pytest.fixture
+def view(qtbot):
+    widget = RichTextView()
+    widget.resize(700, 400)
+    qtbot.addWidget(widget)
+    widget.show()
+    return widget
+
+
+def _wait_until_shown(qtbot, view, timeout=30_000):
+    if view.busy:
+        with qtbot.waitSignal(view.markdown_shown, timeout=timeout):
+            pass
+    assert not view.busy
+
+
+def test_a_short_reply_is_shown_at_once(view):
+    view.set_markdown(
+        "Some **bold** text.\n\n```python\nprint('hi')\n```\n", LIGHT_THEME
+    )
+    assert not view.busy
+    assert view.code_blocks == ("print('hi')",)
+    assert view.pieces == 1
+    assert view.toPlainText().startswith("Some bold text.")
+
+
+def test_a_streamed_reply_seals_finished_blocks_and_ends_as_a_whole_render(qtbot, view):
+    reply = long_markdown_reply(40_000, seed=1)
+    first_piece = None
+    first_piece_text = ""
+    position = 0
+    while position < len(reply):
+        position = min(len(reply), position + 800)
+        view.set_markdown(reply[:position], LIGHT_THEME)
+        _wait_until_shown(qtbot, view)
+        if first_piece is None and view.pieces > 1:
+            first_piece = view._sealed[0]
+            first_piece_text = first_piece.toPlainText()
+    assert view.pieces > 40_000 // SEAL_CHARS
+    assert view._sealed[0] is first_piece  # sealed pieces are never set again
+    assert first_piece.toPlainText() == first_piece_text
+    whole = RichTextView()
+    qtbot.addWidget(whole)
+    whole.set_markdown(reply, LIGHT_THEME)
+    _wait_until_shown(qtbot, whole)
+    assert view.toPlainText().split() == whole.toPlainText().split()
+    assert view.code_blocks == whole.code_blocks
+
+
+def test_a_long_reply_renders_on_a_worker_thread(qtbot, view, monkeypatch):
+    threads: list[int] = []
+    render = incremental_markdown.IncrementalMarkdown.render
+
+    def recording_render(self, text):
+        threads.append(threading.get_ident())
+        return render(self, text)
+
+    monkeypatch.setattr(
+        incremental_markdown.IncrementalMarkdown, "render", recording_render
+    )
+    reply = long_markdown_reply(SYNC_CHARS * 4, seed=2)
+    view.set_markdown(reply, LIGHT_THEME)
+    assert view.busy and view.code_blocks == ()  # returned before rendering
+    _wait_until_shown(qtbot, view)
+    assert threads and threads[0] != threading.get_ident()
+    assert view.code_blocks and view.pieces > 1
+    assert "kept = tokens[-limit:]" in view.toPlainText()
+
+
+def test_updates_during_a_render_are_folded_into_one(qtbot, view, monkeypatch):
+    calls: list[int] = []
+    render = incremental_markdown.IncrementalMarkdown.render
+
+    def counting_render(self, text):
+        calls.append(len(text))
+        return render(self, text)
+
+    monkeypatch.setattr(
+        incremental_markdown.IncrementalMarkdown, "render", counting_render
+    )
+    reply = long_markdown_reply(SYNC_CHARS * 4, seed=3)
+    view.set_markdown(reply[: SYNC_CHARS * 3], LIGHT_THEME)
+    for end in range(SYNC_CHARS * 3 + 100, len(reply), 100):
+        view.set_markdown(reply[:end], LIGHT_THEME)
+    view.set_markdown(reply, LIGHT_THEME)
+    _wait_until_shown(qtbot, view)
+    assert calls[-1] == len(reply)
+    assert len(calls) <= 3
+    whole = QTextDocument()
+    whole.setHtml(render_markdown(reply).html)
+    assert view.toPlainText().split() == whole.toPlainText().split()
+
+
+def test_plain_text_replaces_a_render_still_under_way(qtbot, view):
+    view.set_markdown(long_markdown_reply(SYNC_CHARS * 4, seed=4), LIGHT_THEME)
+    assert view.busy
+    view.set_plain("typed *as is*")
+    assert TaskSet.wait(30_000)  # the dropped render finishes on the worker...
+    qtbot.wait(50)  # ...and its result is delivered, and ignored
+    assert view.toPlainText() == "typed *as is*"
+    assert view.code_blocks == () and view.pieces == 1
+
+
+def test_a_theme_change_renders_everything_again(view):
+    view.set_markdown("```\ncode\n```\n\ntext", LIGHT_THEME)
+    light = view._live.toHtml()
+    view.set_markdown("```\ncode\n```\n\ntext", DARK_THEME)
+    dark = view._live.toHtml()
+    assert light != dark
+    assert DARK_THEME.code_background.lower() in dark.lower()
+
+
+def test_copy_links_copy_the_code_and_only_web_links_open(view, qtbot, monkeypatch):
+    opened: list[str] = []
+    monkeypatch.setattr(
+        "app.ui.rich_text_view.QDesktopServices.openUrl",
+        lambda url: opened.append(url.toString()),
+    )
+    view.set_markdown("```\nfirst\n```\n\n```\nsecond\n```", LIGHT_THEME)
+    with qtbot.waitSignal(view.code_copied, timeout=1000) as blocker:
+        view.anchorClicked.emit(QUrl("copy-code:1"))
+    assert blocker.args == [1]
+    assert QGuiApplication.clipboard().text() == "second"
+    for target in ("javascript:alert(1)", "file:///etc/passwd", "docs/x.md"):
+        view.anchorClicked.emit(QUrl(target))
+    view.anchorClicked.emit(QUrl("https://example.com"))
+    assert opened == ["https://example.com"]
+
+
+def test_a_renderer_failure_shows_the_text_as_typed(view, monkeypatch, caplog):
+    def broken(self, text):
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setattr(incremental_markdown.IncrementalMarkdown, "render", broken)
+    view.set_markdown("**bold** text", LIGHT_THEME)
+    assert view.toPlainText() == "**bold** text"
+    assert not view.busy
+    assert "rendering Markdown failed" in caplog.text
+
+
+def test_a_theme_change_keeps_the_old_pieces_until_the_new_ones_are_ready(qtbot, view):
+    reply = long_markdown_reply(SYNC_CHARS * 3, seed=5)
+    view.set_markdown(reply, LIGHT_THEME)
+    _wait_until_shown(qtbot, view)
+    before = view.pieces
+    view.set_markdown(reply, DARK_THEME)
+    assert view.busy and view.pieces == before  # still showing the light pieces
+    _wait_until_shown(qtbot, view)
+    dark = document_style_sheet(DARK_THEME)
+    pieces = [*view._sealed, view._live]
+    assert all(p.document().defaultStyleSheet() == dark for p in pieces)
+    assert view.pieces == before
