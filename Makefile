@@ -12,7 +12,7 @@ ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif
 
-.PHONY: run test test-slow lint format bench screenshot package package-test install-desktop clean
+.PHONY: run test test-slow soak lint format bench screenshot screenshots package package-test install-desktop clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Swapless needs Python 3.11+"'
@@ -37,6 +37,13 @@ test: lint
 
 test-slow: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m slow
+
+# The real window for three minutes (demo model, real engine): the memory gauge live,
+# streamed replies, a trim. Fails on a crash, a Qt warning, a stuck reply, None's
+# reference count falling, or the window widening itself. SOAK_SECONDS to change it.
+SOAK_SECONDS ?= 180
+soak: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.ui.soak --seconds $(SOAK_SECONDS)
 
 bench: $(STAMP)
 	$(BIN)/swapless bench --out bench-results
@@ -68,3 +75,8 @@ clean:
 # conversation (Debian packages: xvfb xauth libxcb-icccm4 libxcb-keysyms1, see .ci/run).
 screenshot: $(STAMP)
 	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.screenshot resources/screenshot.png
+
+# The pictures of the window's behaviour (docs/screenshots/): 1280x800 after a reply, a
+# trim card with its summary, the notice area under (staged) pressure, dark theme live.
+screenshots: $(STAMP)
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.screenshot --set docs/screenshots

@@ -3,8 +3,10 @@
 #
 # Linux (CI): installs the Debian packages the build and the checks need when they are
 # missing (as root), runs `make package`, validates the desktop entry, then runs the
-# frozen app headless: its --smoke-test with and without the OpenBLAS preload, and one
-# `chat` turn that must preload OpenBLAS (when installed) and train the same demo
+# frozen app headless: its --smoke-test with and without the OpenBLAS preload, a
+# --soak of SWAPLESS_SOAK_SECONDS (default 120: long enough for a PySide6 that drops
+# references to None while painting to crash, which it does within two minutes), and
+# one `chat` turn that must preload OpenBLAS (when installed) and train the same demo
 # tokenizer as the source checkout. macOS: builds, verifies the signature and runs
 # the same checks on dist/Swapless.app.
 #
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 
 MAKE=${MAKE:-make}
 SMOKE_TIMEOUT=${SWAPLESS_SMOKE_TIMEOUT:-600}
+SOAK_SECONDS=${SWAPLESS_SOAK_SECONDS:-120}
 OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
 
 say() { printf 'package-test: %s\n' "$*"; }
@@ -91,6 +94,12 @@ smoke_test() {
         fail "the frozen app's smoke test failed ($name)"
 }
 
+soak_test() {
+    say "soak: $APP_BIN --soak $SOAK_SECONDS"
+    run_frozen soak -- --soak "$SOAK_SECONDS" </dev/null ||
+        fail "the frozen app did not hold up for $SOAK_SECONDS s"
+}
+
 chat_turn_checks() {
     say "chat turn: echo hi | $APP_BIN chat --json --max-tokens 4"
     mkdir -p "$work/ld"
@@ -151,6 +160,7 @@ else
     codesign --verify --deep --strict "$APP_DIR" || fail "the app's signature is invalid"
     smoke_test "Metal"
 fi
+soak_test
 chat_turn_checks
 
 size=$(du -sh "$APP_DIR" | cut -f1)

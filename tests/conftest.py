@@ -14,7 +14,7 @@ import pytest
 def swapless_home(tmp_path, monkeypatch):
     """Point all Swapless data at a fresh temporary folder for this test."""
     home = tmp_path / "swapless-home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as Swapless creates it (a looser one is tightened)
     monkeypatch.setenv("SWAPLESS_HOME", str(home))
     return home
 
@@ -37,6 +37,54 @@ def tiny_qwen2_model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models") / "tiny-qwen2"
     build_model(folder, shape="tiny", bits=16, seed=0, arch="qwen2")
     return folder
+
+
+@pytest.fixture(scope="session")
+def arch_model_dir(tmp_path_factory):
+    """Build the tiny model of an architecture once per session: ``arch_model_dir(name)``.
+
+    Every name of `app.core.engine.arch_configs.ARCHES` builds (Gemma 3/4, gpt-oss,
+    Qwen3/3.5/3-Next, Granite 4.0-H, LFM2, llama, qwen2), through mlx-lm's own classes.
+    """
+    from app.core.engine.model_builder import build_model
+
+    built: dict = {}
+
+    def get(arch: str):
+        if arch not in built:
+            folder = tmp_path_factory.mktemp("models") / f"tiny-{arch}"
+            build_model(folder, shape="tiny", bits=16, seed=0, arch=arch)
+            built[arch] = folder
+        return built[arch]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def arch_engine(arch_model_dir, tmp_path_factory):
+    """A loaded engine per architecture, shared by the session: ``arch_engine(name)``.
+
+    Tests use their own cache keys. The prefix cache lives in a session folder, so no
+    test's SWAPLESS_HOME is touched by another.
+    """
+    from app.core.engine.engine import Engine
+    from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
+
+    engines: dict = {}
+
+    def get(arch: str):
+        if arch not in engines:
+            folder = tmp_path_factory.mktemp("prefix") / arch
+            engine = Engine(
+                prefix_cache=PrefixCache(PrefixCacheSettings(folder=folder))
+            )
+            engine.load(arch_model_dir(arch))
+            engines[arch] = engine
+        return engines[arch]
+
+    yield get
+    for engine in engines.values():
+        engine.shutdown()
 
 
 @pytest.fixture(scope="module")

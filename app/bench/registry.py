@@ -20,6 +20,7 @@ MEASUREMENTS: tuple[str, ...] = (
     "long_document",
     "prefix_cache",
     "context_speed",
+    "architectures",
     "fidelity",
     "ui",
 )
@@ -33,6 +34,7 @@ _MODULES = {
     "long_document": "app.bench.long_document",
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
+    "architectures": "app.bench.architectures",
     "fidelity": "app.bench.fidelity",
     "ui": "app.bench.ui_responsiveness",
 }

@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 
+from app.cli import arg_types
 from app.core.errors import BudgetError
 from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
 from app.core.presets import VALID_TRIM_METHODS
@@ -29,7 +30,10 @@ def register(subcommands) -> None:
         "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
     )
     parser.add_argument(
-        "--conversation", type=int, metavar="ID", help="continue a stored one"
+        "--conversation",
+        type=arg_types.row_id,
+        metavar="ID",
+        help="continue a stored one",
     )
     parser.add_argument(
         "--preset", default=None, metavar="NAME", help="task preset (chat)"
@@ -54,7 +58,7 @@ def register(subcommands) -> None:
     parser.add_argument("--max-tokens", type=int, metavar="N")
     parser.add_argument("--temp", type=float, metavar="T")
     parser.add_argument("--top-p", type=float, metavar="P")
-    parser.add_argument("--seed", type=int, default=None, metavar="N")
+    parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
     parser.set_defaults(run=run)
 
@@ -86,13 +90,20 @@ def _run_turn(turn, show: bool):
     from app.core.engine.events import GenerationEvent
 
     report = None
+    output_closed = False
     for event in turn:
         if isinstance(event, TurnFinished):
             report = event.report
-        elif not show:
+        elif not show or output_closed:
             continue
         elif isinstance(event, GenerationEvent):
-            print(event.text, end="", flush=True)
+            try:
+                print(event.text, end="", flush=True)
+            except BrokenPipeError:
+                # `swapless chat | head`: the reader has gone. The reply stops and is
+                # kept as interrupted; main() then ends the command quietly.
+                output_closed = True
+                turn.cancel()
         elif isinstance(event, Trimmed):
             o = event.outcome
             _say(
@@ -102,6 +113,8 @@ def _run_turn(turn, show: bool):
                 + (f"; {o.note}" if o.note else "")
                 + "]"
             )
+    if output_closed:
+        raise BrokenPipeError
     return report
 
 

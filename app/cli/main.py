@@ -1,8 +1,9 @@
 """The `swapless` command: the desktop app by default, plus headless subcommands.
 
 Subcommands are for people without a display, scripts and tests. Every `KnownError`
-becomes one line on stderr and exit code 2; anything else is a bug and keeps its
-traceback.
+(and the core's argument `ValueError`s, and errors of the environment such as a full
+disk) becomes one line on stderr and exit code 2; a reader that closes the output early
+(``| head``) ends the command quietly; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from app.cli import blas
 from app.core.errors import KnownError
 
 EXIT_OK = 0
+EXIT_OUTPUT_CLOSED = 1
+"""The reader of stdout closed it before everything was written (Python's convention)."""
 EXIT_USAGE = 2
+# An error line is for a person: a library's message can run to megabytes.
+MAX_ERROR_CHARS = 1000
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -51,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start offscreen, load the demo model, generate, save, exit (packaging check)",
     )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        metavar="SECONDS",
+        help="run the real window that long (gauge live, replies, a trim) and check it",
+    )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
     for module in (
         chat_command,
@@ -76,19 +87,48 @@ def main(argv: list[str] | None = None) -> int:
         from app.ui.smoke_test import run_smoke_test
 
         return run_smoke_test()
+    if args.soak is not None:
+        from app.ui.soak import run_soak
+
+        return run_soak(args.soak)
     if args.command is None:
         return _run_desktop_or_chat(argv)
     try:
-        return int(args.run(args) or EXIT_OK)
+        code = int(args.run(args) or EXIT_OK)
+        sys.stdout.flush()  # a reader that left early is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        return _output_closed()
     except KnownError as exc:
-        print(f"swapless: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(exc))
     except ValueError as exc:
         # Argument validation of the core raises ValueError with a user-facing message.
-        print(f"swapless: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(exc))
+    except OSError as exc:
+        # The environment, not a bug: stdout on a full disk, a file that vanished.
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"{exc.strerror or exc}{where}")
     except KeyboardInterrupt:
         return 130
+
+
+def _fail(message: str) -> int:
+    """Print ``message`` as one line on stderr; return the usage exit code."""
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = line[: MAX_ERROR_CHARS - 1] + "…"
+    print(f"swapless: error: {line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _output_closed() -> int:
+    """Stop quietly when whoever reads our output has gone (``| head``), as cat does."""
+    # Point stdout at /dev/null: Python flushes it once more at exit and would
+    # report that second broken pipe with a traceback.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OUTPUT_CLOSED
 
 
 def _run_desktop_or_chat(argv: list[str]) -> int:

@@ -11,6 +11,11 @@ import argparse
 import sys
 import time
 
+from app.cli import arg_types
+
+# Plain data (no MLX import), so `swapless --help` stays fast.
+from app.core.engine.arch_configs import ARCHES
+
 SHAPES = ("tiny", "small", "qwen05", "reference")
 
 
@@ -25,8 +30,14 @@ def register(subcommands) -> None:
     parser.add_argument("folder", help="where to write the model")
     parser.add_argument("--shape", choices=SHAPES, default="tiny")
     parser.add_argument("--bits", type=int, choices=(4, 8, 16), default=16)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--arch", choices=("llama", "qwen2"), default=None)
+    parser.add_argument("--seed", type=arg_types.seed, default=0)
+    parser.add_argument(
+        "--arch",
+        choices=ARCHES,
+        default=None,
+        help="architecture (default: the shape's); the hybrid and sliding-window "
+        "families build through mlx-lm's own model classes",
+    )
     parser.add_argument(
         "--train",
         action="store_true",

@@ -1,7 +1,8 @@
 """What every model-using command needs: the store, the engine and the memory checks.
 
 Opening order matters for the user's data: the store opens (and recovers) first, so a
-crash-left reply is marked interrupted even if the model then fails to load.
+reply left unfinished by a process that has ended is marked interrupted even if the model
+then fails to load.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def open_store(say: Callable[[str], None]) -> Store:
         )
     if getattr(store, "recovered_replies", 0):
         say(
-            f"{store.recovered_replies} reply(s) cut off by an earlier crash were marked interrupted."
+            f"{store.recovered_replies} unfinished reply(s) of a Swapless process that "
+            "has ended (it stopped, was killed or could not save) were marked "
+            "interrupted; their text so far is kept."
         )
     return store
 

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import stat
 import sys
 from pathlib import Path
+
+from app.cli import arg_types
 
 
 def register(subcommands) -> None:
     """Add the subcommands to the parser."""
     listing = subcommands.add_parser("conversations", help="list stored conversations")
     listing.add_argument("--json", action="store_true", help="one JSON array")
-    listing.add_argument("--limit", type=int, default=None, metavar="N")
+    listing.add_argument("--limit", type=arg_types.count, default=None, metavar="N")
     listing.set_defaults(run=run_list)
 
     export = subcommands.add_parser(
         "export", help="print a conversation as Markdown or JSON"
     )
-    export.add_argument("conversation", type=int, metavar="ID")
+    export.add_argument("conversation", type=arg_types.row_id, metavar="ID")
     export.add_argument("--format", choices=("md", "json"), default="md")
     export.set_defaults(run=run_export)
 
@@ -32,7 +35,7 @@ def register(subcommands) -> None:
 
     search = subcommands.add_parser("search", help="search every message and title")
     search.add_argument("text", metavar="TEXT")
-    search.add_argument("--limit", type=int, default=20, metavar="N")
+    search.add_argument("--limit", type=arg_types.count, default=20, metavar="N")
     search.add_argument("--json", action="store_true", help="one JSON array")
     search.set_defaults(run=run_search)
 
@@ -85,17 +88,55 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_IMPORT_BYTES = 256 * 2**20
+"""Largest export read: far above any real conversation, far below what would strain
+memory (the JSON is parsed whole)."""
+
+
 def run_import(args: argparse.Namespace) -> int:
     """Import a JSON export as a new conversation and print its id."""
-    data = (
-        sys.stdin.read()
-        if args.file == "-"
-        else Path(args.file).read_text(encoding="utf-8")
-    )
+    data = _read_export(args.file)
     with _open() as store:
-        conversation_id = store.import_json(data)
-    print(conversation_id)
+        result = store.import_conversation(data)
+    for note in result.notes:
+        print(f"swapless: note: {note}", file=sys.stderr)
+    print(result.conversation_id)
     return 0
+
+
+def _read_export(name: str) -> bytes:
+    """Read an export file ('-' for stdin), refusing anything but a sane regular file.
+
+    Raises:
+        InputError: The file is missing, unreadable, not a regular file (a folder,
+            ``/dev/zero``, a FIFO) or too large.
+    """
+    from app.core.errors import InputError
+
+    if name == "-":
+        data = sys.stdin.buffer.read(MAX_IMPORT_BYTES + 1)
+    else:
+        path = Path(name)
+        try:
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{path} is not a regular file; give a JSON export.")
+            if info.st_size > MAX_IMPORT_BYTES:
+                raise InputError(
+                    f"{path} is {info.st_size / 2**20:,.0f} MiB; exports up to "
+                    f"{MAX_IMPORT_BYTES // 2**20} MiB can be imported."
+                )
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"{path} does not exist.") from None
+        except OSError as exc:
+            raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    if len(data) > MAX_IMPORT_BYTES:
+        raise InputError(
+            f"The export is larger than {MAX_IMPORT_BYTES // 2**20} MiB; it cannot be "
+            "imported."
+        )
+    return data
 
 
 def run_search(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import json
 import signal
 import sys
 
+from app.cli import arg_types
 from app.core.longdoc.mode import MODES
 
 EXIT_CANCELLED = 130
@@ -58,12 +59,15 @@ def register(subcommands) -> None:
         "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
     )
     parser.add_argument(
-        "--conversation", type=int, metavar="ID", help="record it in this conversation"
+        "--conversation",
+        type=arg_types.row_id,
+        metavar="ID",
+        help="record it in this conversation",
     )
     parser.add_argument(
         "--max-tokens", type=int, metavar="N", help="longest answer, in tokens"
     )
-    parser.add_argument("--seed", type=int, default=None, metavar="N")
+    parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
     parser.add_argument(
         "--json",
         action="store_true",

@@ -2,8 +2,10 @@
 
 ``swapless doctor [MODEL]`` prints it and the UI shows it before a model is loaded, so
 users see the numbers behind a refusal: the device's memory and pressure, the model's
-cache geometry, KV bytes per token and at typical lengths at 16/8/4 bits, and the longest
-safe context at each precision. Everything comes from config.json, the safetensors
+cache geometry layer kind by layer kind (full attention grows per token and is what
+8/4-bit KV quantizes; sliding windows and recurrent state are bounded, stay at the
+activation dtype, and are checkpointed for turn reuse), KV bytes per token and at typical
+lengths at 16/8/4 bits, and the longest safe context at each precision. Everything comes from config.json, the safetensors
 headers and one memory snapshot: `build_report` is pure apart from reading those two
 files, and returns a JSON-ready dict; `format_report` renders it for a terminal.
 """
@@ -14,7 +16,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from app.core.budget.kv_budget import bytes_per_token, kv_bytes_at
+from app.core.budget.kv_budget import (
+    STATE_CHECKPOINTS,
+    bytes_per_token,
+    checkpoint_bytes,
+    fixed_kv_bytes,
+    kv_bytes_at,
+)
+from app.core.budget.layer_breakdown import KIND_LABELS, layer_breakdown
 from app.core.budget.layers import LayerKind
 from app.core.budget.memory_budget import (
     SETTING_EXPLANATIONS,
@@ -64,8 +73,11 @@ def build_report(
         A JSON-ready dict with ``device``, ``settings`` and, with a model, ``model``,
         ``kv_bytes_per_token`` (``{"16": int, "8": int, "4": int}``, growing layers),
         ``kv_bytes_by_context`` (``{"16": {"1024": int, ...}, ...}``, whole cache),
-        ``max_safe_context`` (``{"16": int, ...}``) and ``kv_errors`` (precisions this
-        model cannot use, with the reason; their values above are ``None``).
+        ``max_safe_context`` (``{"16": int, ...}``), ``kv_errors`` (precisions this
+        model cannot use, with the reason; their values above are ``None``),
+        ``kv_layers`` (``{"16": [layer kind dicts], ...}``: per kind and geometry the
+        layer count, the bits it is held at, its bytes per token or its fixed bytes)
+        and ``fixed_kv`` (bounded layers, state checkpoints and their total).
 
     Raises:
         ModelLoadError: The model folder or its config/weights are unusable.
@@ -92,10 +104,15 @@ def build_report(
     by_context: dict[str, dict[str, int] | None] = {}
     safe: dict[str, int | None] = {}
     errors: dict[str, str] = {}
+    layers: dict[str, list[dict] | None] = {}
     for bits in PRECISIONS:
         key = str(bits)
         try:
             per_token[key] = bytes_per_token(geometry, bits, REPORT_GROUP_SIZE, act)
+            layers[key] = [
+                kind.to_dict()
+                for kind in layer_breakdown(geometry, bits, REPORT_GROUP_SIZE, act)
+            ]
             by_context[key] = {
                 str(n): kv_bytes_at(
                     geometry, n, bits, REPORT_GROUP_SIZE, act_dtype_bytes=act
@@ -112,12 +129,20 @@ def build_report(
                 act_dtype_bytes=act,
             )
         except ValueError as exc:
-            per_token[key] = by_context[key] = safe[key] = None
+            per_token[key] = by_context[key] = safe[key] = layers[key] = None
             errors[key] = str(exc)
     report["kv_bytes_per_token"] = per_token
     report["kv_bytes_by_context"] = by_context
     report["max_safe_context"] = safe
     report["kv_errors"] = errors
+    report["kv_layers"] = layers
+    each = checkpoint_bytes(geometry, act)
+    report["fixed_kv"] = {
+        "bounded_bytes": each,
+        "checkpoints": STATE_CHECKPOINTS if each else 0,
+        "checkpoint_bytes_each": each,
+        "total_bytes": fixed_kv_bytes(geometry, act),
+    }
     return report
 
 
@@ -127,6 +152,7 @@ def format_report(report: dict[str, Any]) -> str:
     lines += _format_device(report["device"], report["settings"])
     if "model" in report:
         lines += [""] + _format_model(report["model"])
+        lines += [""] + _format_layers(report)
         lines += [""] + _format_kv_table(report)
         notes = report["model"]["notes"] + [
             f"{bits}-bit KV unavailable: {why}"
@@ -246,6 +272,64 @@ def _format_model(model: dict[str, Any]) -> list[str]:
         _row("Weights", weights),
         _row("Trained context", f"{trained:,} tokens" if trained else "not declared"),
     ]
+
+
+def _format_layers(report: dict[str, Any]) -> list[str]:
+    """One row per layer kind: geometry, cost, and its precision at each KV setting."""
+    act = report["model"]["act_dtype_bytes"]
+    rows = report["kv_layers"].get("16") or []
+    quantized = {
+        bits: report["kv_layers"].get(str(bits)) for bits in PRECISIONS if bits != 16
+    }
+    lines = ["Layers (which part of the cache grows, and at what precision)"]
+    order = {LayerKind.FULL: 0, LayerKind.SLIDING: 1, LayerKind.STATE: 2}
+    ranked = sorted(enumerate(rows), key=lambda item: order[LayerKind(item[1]["kind"])])
+    for index, row in ranked:
+        kind = LayerKind(row["kind"])
+        heads = f"{row['kv_heads']} KV heads x {row['k_head_dim']}"
+        if row["v_head_dim"] != row["k_head_dim"]:
+            heads += f"/{row['v_head_dim']}"
+        count = f"{row['layers']} layer{'s' if row['layers'] != 1 else ''}"
+        if kind is LayerKind.FULL:
+            bits_text = ", ".join(
+                f"{_size(q[index]['bytes_per_token'])} at {bits}-bit"
+                for bits, q in quantized.items()
+                if q
+            )
+            detail = (
+                f"{count}, {heads}: {_size(row['bytes_per_token'])}/token unquantized"
+                + (f"; {bits_text}" if bits_text else "")
+            )
+        elif kind is LayerKind.SLIDING:
+            detail = (
+                f"{count}, {heads}, window {row['window']:,} tokens: at most "
+                f"{_size(row['fixed_bytes'])}, kept at {act} bytes/element"
+            )
+        else:
+            detail = (
+                f"{count}: {_size(row['fixed_bytes'])} at any length, kept unquantized"
+            )
+        lines.append(_wrap(f"{KIND_LABELS[kind]}: {detail}", "  ", "    "))
+    fixed = report["fixed_kv"]
+    if fixed["checkpoints"]:
+        lines.append(
+            _wrap(
+                f"checkpoints: {fixed['checkpoints']} x "
+                f"{_size(fixed['checkpoint_bytes_each'])} of the bounded layers for "
+                f"turn reuse; {_size(fixed['total_bytes'])} set aside in all",
+                "  ",
+                "    ",
+            )
+        )
+        lines.append(
+            _wrap(
+                "8/4-bit KV quantizes the full-attention layers only; sliding-window "
+                "and recurrent layers are bounded and stay at the activation dtype.",
+                "  ",
+                "  ",
+            )
+        )
+    return lines
 
 
 def _format_kv_table(report: dict[str, Any]) -> list[str]:

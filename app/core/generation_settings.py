@@ -19,6 +19,8 @@ DEFAULT_QUANTIZED_KV_START = 0
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.7
 DEFAULT_TOP_P = 0.95
+MAX_SEED = 2**64 - 1
+"""MLX seeds are unsigned 64-bit integers."""
 
 
 @dataclass(frozen=True)
@@ -84,4 +86,12 @@ class SamplingSettings:
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ValueError(
                 f"max_tokens must be a whole number >= 1, got {self.max_tokens!r}"
+            )
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise ValueError(
+                f"seed must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}"
             )

@@ -12,9 +12,10 @@ folders are skipped. Only file names and sizes are read while scanning; the verd
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,14 @@ SOURCE_SWAPLESS = "swapless"
 SOURCE_HUGGING_FACE = "huggingface"
 SOURCE_LM_STUDIO = "lm-studio"
 SOURCE_FOLDER = "folder"
+# The loaded model, when it lives outside every place searched (``--model DIR``).
+SOURCE_LOADED = "loaded"
 SOURCE_LABELS = {
     SOURCE_SWAPLESS: "Swapless",
     SOURCE_HUGGING_FACE: "Hugging Face cache",
     SOURCE_LM_STUDIO: "LM Studio",
     SOURCE_FOLDER: "Added folder",
+    SOURCE_LOADED: "Loaded from its folder",
 }
 # LM Studio nests publisher/model; an added folder may hold a model or a tree of them.
 MAX_SEARCH_DEPTH = 3
@@ -74,6 +78,9 @@ class ModelVerdict:
             a value is None when that precision cannot be used (see the report's
             ``kv_errors``) or memory does not limit it.
         report: The full doctor report, or None when the folder cannot be read.
+        trained_context: The context the model was trained for (config.json's
+            ``max_position_embeddings``), when it declares one: conversations never
+            pass it, whatever memory allows.
     """
 
     fits: bool
@@ -81,6 +88,35 @@ class ModelVerdict:
     weights_bytes: int | None
     max_safe_context: dict[str, int | None]
     report: dict[str, Any] | None
+    trained_context: int | None = None
+
+    def usable_context(self, bits: str) -> int | None:
+        """The longest context usable at ``bits``: memory's limit, capped by training.
+
+        None when memory does not limit it and the model declares no trained context,
+        or when this precision is unusable.
+        """
+        if bits not in self.max_safe_context or bits in self.kv_errors:
+            return None
+        safe = self.max_safe_context[bits]
+        if self.trained_context is None:
+            return safe
+        return self.trained_context if safe is None else min(safe, self.trained_context)
+
+    def capped_by_training(self, bits: str) -> bool:
+        """True when the trained context, not memory, sets the usable context."""
+        safe = self.max_safe_context.get(bits)
+        return (
+            self.trained_context is not None
+            and bits in self.max_safe_context
+            and bits not in self.kv_errors
+            and (safe is None or safe > self.trained_context)
+        )
+
+    @property
+    def kv_errors(self) -> dict[str, str]:
+        """Precisions this model cannot use, with the reason (from the report)."""
+        return (self.report or {}).get("kv_errors", {})
 
 
 def is_model_folder(folder: Path) -> bool:
@@ -274,30 +310,56 @@ def assess(
         return ModelVerdict(False, f"Cannot be read: {exc}", None, {}, None)
     weights = report["model"]["weights_bytes"]
     safe = dict(report["max_safe_context"])
+    trained = report["model"].get("max_position_embeddings")
     try:
         check_model_fits(snapshot.total_bytes, weights, settings)
     except KnownError as exc:
-        return ModelVerdict(False, str(exc), weights, safe, report)
-    summary = _fits_summary(safe, report.get("kv_errors", {}))
-    return ModelVerdict(True, summary, weights, safe, report)
+        return ModelVerdict(False, str(exc), weights, safe, report, trained)
+    verdict = ModelVerdict(True, "", weights, safe, report, trained)
+    return replace(verdict, summary=_fits_summary(verdict))
 
 
-def _fits_summary(safe: dict[str, int | None], errors: dict[str, str]) -> str:
-    parts = []
+def _fits_summary(verdict: ModelVerdict) -> str:
+    parts, usable = [], []
     for bits in ("16", "8", "4"):
-        if bits not in safe:
+        if bits not in verdict.max_safe_context:
             continue
-        value = safe[bits]
-        if bits in errors:
+        value = verdict.usable_context(bits)
+        if bits in verdict.kv_errors:
             text = "unavailable"
         elif value is None:
             text = "not limited by memory"
         else:
             text = format_tokens(value)
+            usable.append(bits)
+        if verdict.capped_by_training(bits):
+            text += " (trained context)"
         parts.append(f"{bits}-bit {text}")
     if not parts:
         return "Fits in memory."
-    return "Fits. Max safe context: " + ", ".join(parts) + "."
+    if verdict.trained_context is None:
+        return "Fits. Max safe context: " + ", ".join(parts) + "."
+    capped = [b for b in usable if verdict.capped_by_training(b)]
+    if capped and capped == usable:
+        return (
+            f"Fits. Usable context: {format_tokens(verdict.trained_context)} at "
+            f"{'/'.join(usable)}-bit, the context the model was trained for (memory "
+            "would allow more)."
+        )
+    return "Fits. Usable context: " + ", ".join(parts) + "."
+
+
+def has_random_weights(folder: str | Path) -> bool:
+    """True for a model built by ``swapless make-model`` (the demo): its text is noise.
+
+    Reads only config.json; an unreadable folder counts as a real model.
+    """
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    builder = config.get("swapless_builder") if isinstance(config, dict) else None
+    return isinstance(builder, dict) and bool(builder.get("random_weights"))
 
 
 def format_tokens(tokens: int) -> str:

@@ -1,7 +1,8 @@
 """Every path Swapless reads or writes comes from here.
 
 All user data lives under one home directory from platformdirs. Setting the environment
-variable ``SWAPLESS_HOME`` moves all of it, which is what tests and CI do.
+variable ``SWAPLESS_HOME`` moves all of it, which is what tests and CI do. The home is
+private to the user (`private_files`): it holds every conversation.
 """
 
 from __future__ import annotations
@@ -12,26 +13,54 @@ from pathlib import Path
 
 import platformdirs
 
+from app.core import partial_files, private_files
+
 HOME_ENV = "SWAPLESS_HOME"
 APP_NAME = "Swapless"
+PREFIX_CACHE_DIR = "prefix-cache"
+PRESETS_DIR = "presets"
+
+
+# Homes whose permissions this process has checked already (it may use several: tests).
+_checked_homes: set[Path] = set()
 
 
 def app_home() -> Path:
-    """Return the directory that holds all Swapless data, creating it if needed."""
+    """Return the directory that holds all Swapless data, creating it if needed.
+
+    A new home is created private (0700). The first time a process uses an existing
+    one, it is tightened if other users could read it and cleared of the partial files
+    dead processes left (`_tidy`).
+    """
     override = os.environ.get(HOME_ENV)
     home = (
         Path(override).expanduser()
         if override
         else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     )
-    home.mkdir(parents=True, exist_ok=True)
+    if home not in _checked_homes and home.is_dir():
+        _tidy(home)
+    private_files.make_private_dir(home)
+    _checked_homes.add(home)
     return home
 
 
+def _tidy(home: Path) -> None:
+    """Start-up care of an existing home: private permissions, no dead writers' files.
+
+    A partial file a dead process left (a prefix-cache entry cut short by a full disk)
+    may hold the very space every later command needs, so it goes before anything
+    else opens the home.
+    """
+    private_files.tighten_home(home)
+    partial_files.remove_stale(home, legacy_pattern="*.tmp")
+    partial_files.remove_stale(home / PRESETS_DIR)
+    # Version 0.1 named its prefix-cache temporaries "<key>.safetensors.tmp.safetensors".
+    partial_files.remove_stale(home / PREFIX_CACHE_DIR, legacy_pattern="*.tmp*")
+
+
 def _subdir(name: str) -> Path:
-    path = app_home() / name
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_files.make_private_dir(app_home() / name)
 
 
 def models_dir() -> Path:
@@ -51,12 +80,12 @@ def database_path() -> Path:
 
 def prefix_cache_dir() -> Path:
     """Return the folder of the on-disk prefix (KV) cache."""
-    return _subdir("prefix-cache")
+    return _subdir(PREFIX_CACHE_DIR)
 
 
 def presets_dir() -> Path:
     """Return the folder of user presets."""
-    return _subdir("presets")
+    return _subdir(PRESETS_DIR)
 
 
 def settings_path() -> Path:

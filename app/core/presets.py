@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
+from app.core import partial_files, paths, private_files
 from app.core.errors import SettingsError
 from app.core.generation_settings import (
     VALID_KV_BITS,
@@ -120,6 +120,13 @@ _RANGES: dict[str, tuple[float, float]] = {
     "top_p": (0.01, 1.0),
     "max_tokens": (1, 65_536),
 }
+# The rules, for a form that explains them in its own words (`preset_form`).
+VALUE_RANGES = _RANGES
+
+
+def valid_preset_name(name: str) -> bool:
+    """True for 1-40 lowercase letters, digits, '-' or '_' (starting with no '-')."""
+    return bool(_NAME.match(name))
 
 
 def _check_value(preset: str, key: str, value: Any) -> Any:
@@ -161,7 +168,7 @@ def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
         SettingsError: For an unknown key, a missing key or an invalid value; the
             message names the key and the allowed values.
     """
-    if not _NAME.match(name):
+    if not valid_preset_name(name):
         raise SettingsError(
             f"preset name {name!r} must be 1-40 lowercase letters, digits, '-' or '_'"
         )
@@ -172,6 +179,63 @@ def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
         raise SettingsError(f"preset {name!r}: missing key {missing[0]!r}")
     checked = {key: _check_value(name, key, value) for key, value in values.items()}
     return Preset(name=name, **checked)
+
+
+def repaired_preset(name: Any, data: Any) -> tuple[Preset, list[str]]:
+    """Return the closest valid preset to possibly invalid stored settings.
+
+    For settings that come from outside (an imported conversation): every valid value
+    is kept; an invalid name, an unknown key or an invalid value is replaced by the
+    default, and each replacement is described so the caller can say so.
+
+    Args:
+        name: The stored preset name (None for none).
+        data: The stored settings (a dict, ideally a full `Preset.to_dict`).
+
+    Returns:
+        The preset, and one sentence per replacement (empty when ``data`` was valid).
+    """
+    notes = []
+    if name is None:
+        name = DEFAULT_PRESET
+    elif not isinstance(name, str) or not _NAME.match(name):
+        notes.append(
+            f"preset name {_short_repr(name)} is not a valid name; "
+            f"{DEFAULT_PRESET!r} is used"
+        )
+        name = DEFAULT_PRESET
+    if not isinstance(data, dict):
+        notes.append("the settings are not a table; the defaults are used")
+        data = {}
+    builtins = builtin_presets()
+    base = builtins.get(name, builtins[DEFAULT_PRESET]).to_dict()
+    values = {k: v for k, v in data.items() if k != "name"}
+    unknown = sorted(str(k) for k in set(values) - set(_FIELDS))
+    if unknown:
+        notes.append(
+            f"unknown setting(s) {', '.join(map(_short_repr, unknown))} dropped"
+        )
+    missing = [k for k in _FIELDS if k != "name" and k not in values]
+    if missing and values:
+        listed = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        notes.append(f"missing setting(s) {listed} set to the defaults of {name!r}")
+    elif missing:
+        notes.append(f"no settings were stored; the defaults of {name!r} are used")
+    for key, value in values.items():
+        if key not in _FIELDS:
+            continue
+        try:
+            base[key] = _check_value(name, key, value)
+        except SettingsError as exc:
+            notes.append(f"{exc}; the default {base[key]!r} is used")
+    return preset_from_dict(name, base), notes
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -191,6 +255,8 @@ def user_presets() -> dict[str, Preset]:
     """Return the user's presets (one TOML file each), by name."""
     found = {}
     for path in sorted(paths.presets_dir().glob("*.toml")):
+        if partial_files.is_partial(path):
+            continue  # being written (or left by a crash; the next start removes it)
         found[path.stem] = preset_from_dict(path.stem, _read_toml(path))
     return found
 
@@ -230,7 +296,8 @@ def save_user_preset(preset: Preset) -> Path:
     """Write a user preset to ``SWAPLESS_HOME/presets/<name>.toml``.
 
     Raises:
-        SettingsError: If the name is taken by a built-in preset.
+        SettingsError: If the name is taken by a built-in preset, or the file
+            cannot be written.
     """
     if preset.name in builtin_presets():
         raise SettingsError(
@@ -242,7 +309,12 @@ def save_user_preset(preset: Preset) -> Path:
         for key, value in preset.to_dict().items()
         if key != "name"
     ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        private_files.write_private_text(path, "\n".join(lines) + "\n")
+    except OSError as exc:
+        raise SettingsError(
+            f"Preset file {path} cannot be written: {exc.strerror or exc}"
+        ) from exc
     return path
 
 

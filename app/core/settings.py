@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
+from app.core import paths, private_files
 from app.core.budget.memory_budget import (
     DEFAULT_MEMORY_CAP_FRACTION,
     DEFAULT_RESERVE_BYTES,
@@ -194,7 +194,7 @@ def load_settings(path: Path | None = None) -> AppSettings:
 
 
 def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
-    """Write the settings file (atomically: a crash never leaves half a file).
+    """Write the settings file, atomically and readable only by this user.
 
     Returns:
         The file written.
@@ -207,11 +207,9 @@ def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
         "# Swapless settings. Edit in the app (Settings) or here; unknown keys are refused."
     ]
     lines += [f"{key} = {_toml(value)}" for key, value in settings.to_dict().items()]
-    temporary = path.with_suffix(path.suffix + ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        private_files.make_private_dir(path.parent)
+        private_files.write_private_text(path, "\n".join(lines) + "\n")
     except OSError as exc:
         raise SettingsError(
             f"Settings file {path} cannot be written: {exc.strerror or exc}"

@@ -4,9 +4,12 @@ Importing this module is cheap on purpose (standard library only): Qt, the store
 window are imported inside `run_app`, and MLX is imported later still, on the engine's
 thread, when a model loads, so the window paints well before any of that.
 
-Start order: QApplication, settings (a broken settings file is reported in the window and
-the defaults are used), theme, the store (it recovers from crashes before anything reads
-it; a store that cannot open is a dialog and exit code 2), the window, the event loop.
+Start order: QApplication, a check that this PySide6 does not drop references to None
+while painting (`paint_check`; one line and exit code 2 if it does), the error reporter
+(uncaught errors go to the log and a dialog), settings (a broken settings file is
+reported in the window and the defaults are used), theme, the store (it recovers from
+crashes before anything reads it; a store that cannot open is a dialog and exit code 2),
+the window, the event loop.
 
 ``SWAPLESS_FIRST_PAINT_PROBE=1`` makes the app print ``SWAPLESS_FIRST_PAINT <unix time>``
 when the window first paints, then quit: `responsiveness.measure_cold_start` uses it.
@@ -19,6 +22,7 @@ import logging.handlers
 import os
 import sys
 import time
+from pathlib import Path
 
 FIRST_PAINT_ENV = "SWAPLESS_FIRST_PAINT_PROBE"
 FIRST_PAINT_MARK = "SWAPLESS_FIRST_PAINT"
@@ -30,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def setup_logging() -> None:
     """Log warnings and bugs (with tracebacks) to ``SWAPLESS_HOME/logs/swapless.log``."""
-    from app.core import paths
+    from app.core import paths, private_files
 
     root = logging.getLogger()
     if any(getattr(h, "_swapless", False) for h in root.handlers):
@@ -42,6 +46,7 @@ def setup_logging() -> None:
             backupCount=3,
             encoding="utf-8",
         )
+        private_files.make_private(Path(handler.baseFilename))
     except OSError:
         handler = logging.StreamHandler(sys.stderr)
     handler._swapless = True  # type: ignore[attr-defined]
@@ -71,7 +76,8 @@ def run_app(argv: list[str] | None = None) -> int:
         argv: Extra command-line arguments (passed to Qt, e.g. ``-platform``).
 
     Returns:
-        The exit code: 0, or 2 when the conversation store cannot be opened.
+        The exit code: 0, or 2 when the conversation store cannot be opened or this
+        PySide6 cannot paint safely.
     """
     from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -79,8 +85,19 @@ def run_app(argv: list[str] | None = None) -> int:
 
     setup_logging()
     app = QApplication.instance() or QApplication(["swapless", *(argv or [])])
+    from app.ui.paint_check import painting_problem
+
+    problem = painting_problem()
+    if problem:
+        print(f"swapless: error: {problem}", file=sys.stderr)
+        log.error("not starting: %s", problem)
+        return EXIT_CANNOT_START
+    from app.ui.error_reporting import ErrorReporter
     from app.ui.garbage_collector import MainThreadGarbageCollector
 
+    window = None
+    reporter = ErrorReporter(lambda: window)
+    reporter.install()
     collector = MainThreadGarbageCollector(app)
     app.setApplicationName("Swapless")
     app.setApplicationDisplayName("Swapless")
@@ -97,29 +114,28 @@ def run_app(argv: list[str] | None = None) -> int:
     except KnownError as exc:
         QMessageBox.critical(None, "Swapless cannot start", str(exc))
         collector.stop()
+        reporter.uninstall()
         return EXIT_CANNOT_START
 
-    from app.ui.main_window import _STUCK_THREADS, MainWindow, dispose_window
+    from app.ui.main_window import MainWindow
+    from app.ui.window_threads import STUCK_THREADS, dispose_window
 
     window = MainWindow(store, settings)
     if settings_problem:
-        window.banners.show_banner(
-            "settings",
-            "warning",
-            f"{settings_problem}. Swapless is using the default settings; fix the file "
-            "or save new settings (Ctrl+,).",
-        )
+        window.notices.show_settings_problem(settings_problem)
     if os.environ.get(FIRST_PAINT_ENV):
         _install_first_paint_probe(app, window)
     window.show()
     code = app.exec()
     window.shutdown()
-    if _STUCK_THREADS:
+    if STUCK_THREADS:
         # A model was still loading: its thread cannot be stopped, so do not wait for it.
         logging.shutdown()
         os._exit(code)
     dispose_window(window)
+    window = None
     collector.stop()
+    reporter.uninstall()
     return code
 
 

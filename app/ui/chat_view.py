@@ -1,11 +1,13 @@
 """The transcript in the centre of the window: stored messages, trim cards, the live reply.
 
 The view shows what the store says (`show_conversation`), plus the turn being written
-(`start_live_turn` / `append_live_text`), which the window replaces by the stored
-messages once the turn ends. Stored messages are keyed by their content and state, so
-showing the same conversation again reuses the widgets that did not change instead of
-rebuilding the whole transcript. Live text is coalesced by a `Throttle`: tokens only
-append to a string; the Markdown is re-rendered at most every 40 ms.
+(`start_live_turn` / `set_live_text`), which the turn controller replaces by the stored
+messages once the turn ends. The reply's text so far belongs to the `TurnController`
+(it outlives this view's widgets when another conversation is shown); the view only
+keeps the newest text it was given to render. Stored messages are keyed by their
+content and state, so showing the same conversation again reuses the widgets that did
+not change instead of rebuilding the whole transcript. Live text is coalesced by a
+`Throttle`: the Markdown is re-rendered at most every 40 ms.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class ChatView(QWidget):
         self._keys: dict[QWidget, tuple] = {}
         self._live_user: MessageView | None = None
         self._live_reply: MessageView | None = None
-        self._live_text = ""
+        self._text_to_render = ""
         self._adoptable: list[MessageView] = []
         self._throttle = Throttle(self._flush_live_text, parent=self)
 
@@ -98,6 +100,7 @@ class ChatView(QWidget):
         summaries: list[Summary],
         *,
         keep_live: bool = False,
+        origins: dict[int, str] | None = None,
     ) -> None:
         """Show stored messages (trimmed ones inside their summary's card).
 
@@ -105,6 +108,7 @@ class ChatView(QWidget):
             messages: Every message, trimmed ones included, in order.
             summaries: The active summaries.
             keep_live: Keep the turn being written below the stored messages.
+            origins: How each summary (by id) was written, for its card.
         """
         adoptable: list[MessageView] = []
         if not keep_live:
@@ -115,7 +119,7 @@ class ChatView(QWidget):
             self._live_user = self._live_reply = None
             self._clear_live()
         self._adoptable = adoptable
-        wanted = self._plan(messages, summaries)
+        wanted = self._plan(messages, summaries, origins or {})
         reusable = {key: widget for widget, key in self._keys.items()}
         items: list[QWidget] = []
         keys: dict[QWidget, tuple] = {}
@@ -135,7 +139,7 @@ class ChatView(QWidget):
         self._update_actions()
         self._update_empty_hint()
 
-    def _plan(self, messages: list[Message], summaries: list[Summary]):
+    def _plan(self, messages: list[Message], summaries: list[Summary], origins: dict):
         by_id = {s.id: s for s in summaries}
         covered: dict[int, list[Message]] = {}
         for message in messages:
@@ -151,8 +155,9 @@ class ChatView(QWidget):
                 if summary.id not in placed:
                     placed.add(summary.id)
                     group = covered[summary.id]
-                    key = ("summary", summary.id, tuple(m.id for m in group))
-                    wanted.append((key, self._card_factory(summary, group)))
+                    origin = origins.get(summary.id, "")
+                    key = ("summary", summary.id, tuple(m.id for m in group), origin)
+                    wanted.append((key, self._card_factory(summary, group, origin)))
                 continue
             key = ("message", message.id, message.content, message_footer(message))
             wanted.append((key, self._message_factory(message)))
@@ -179,8 +184,8 @@ class ChatView(QWidget):
 
         return make
 
-    def _card_factory(self, summary: Summary, group: list[Message]):
-        return lambda: TrimCardView(summary, group, self._theme)
+    def _card_factory(self, summary: Summary, group: list[Message], origin: str):
+        return lambda: TrimCardView(summary, group, self._theme, origin)
 
     def clear(self) -> None:
         """Show nothing (a new chat)."""
@@ -192,12 +197,8 @@ class ChatView(QWidget):
             return
         self._theme = theme
         for widget in [*self._items, self._live_user, self._live_reply]:
-            if isinstance(widget, MessageView):
+            if isinstance(widget, MessageView | TrimCardView):
                 widget.set_theme(theme)
-        # Cards render lazily; rebuild them so an expanded one uses the new colours.
-        for widget, key in list(self._keys.items()):
-            if key[0] == "summary":
-                self._keys[widget] = (*key, "stale")
 
     def set_busy(self, busy: bool) -> None:
         """Forbid edits and regeneration while a reply is being written."""
@@ -216,7 +217,7 @@ class ChatView(QWidget):
             self._live_user.setProperty("live", True)
             self._layout.insertWidget(self._live_index(), self._live_user)
             self._live_user.show()
-        self._live_text = reply_so_far
+        self._text_to_render = reply_so_far
         self._live_reply = MessageView(
             "assistant", reply_so_far, self._theme, read_only=True
         )
@@ -227,11 +228,11 @@ class ChatView(QWidget):
         self._stick_to_bottom = True
         self._update_empty_hint()
 
-    def append_live_text(self, piece: str) -> None:
-        """Add streamed text to the reply being written (rendered on the next tick)."""
+    def set_live_text(self, text: str) -> None:
+        """Show ``text`` as the reply so far (rendered on the next tick)."""
         if self._live_reply is None:
             return
-        self._live_text += piece
+        self._text_to_render = text
         self._throttle.trigger()
 
     def set_live_footer(self, text: str) -> None:
@@ -253,7 +254,7 @@ class ChatView(QWidget):
 
     def _flush_live_text(self) -> None:
         if self._live_reply is not None:
-            self._live_reply.set_text(self._live_text)
+            self._live_reply.set_text(self._text_to_render)
             self._live_reply.set_footer("Writing…")
 
     def _clear_live(self) -> None:
@@ -263,7 +264,7 @@ class ChatView(QWidget):
                 self._layout.removeWidget(widget)
                 widget.deleteLater()
         self._live_user = self._live_reply = None
-        self._live_text = ""
+        self._text_to_render = ""
         self._update_empty_hint()
 
     # -- editing -----------------------------------------------------------------------

@@ -9,43 +9,30 @@ its content up to a few lines, then scrolls. Attach… reads a document of any l
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.ui.sending_text_edit import SendingTextEdit
+
 MAX_VISIBLE_LINES = 8
 PLACEHOLDER = "Message the model…   (Enter sends, Shift+Enter adds a line)"
 
 
-class ComposerEdit(QPlainTextEdit):
-    """A text box where Enter submits and Shift+Enter inserts a newline."""
-
-    submitted = Signal()
+class ComposerEdit(SendingTextEdit):
+    """The composer's text box: grows with its text up to a few lines."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("composerEdit")
         self.setPlaceholderText(PLACEHOLDER)
-        self.setTabChangesFocus(True)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self._fit()
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
-        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            self.submitted.emit()
-            return
-        if enter:
-            self.insertPlainText("\n")
-            return
-        super().keyPressEvent(event)
 
     def _fit(self, *_args) -> None:
         line = self.fontMetrics().lineSpacing()

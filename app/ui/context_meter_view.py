@@ -4,7 +4,7 @@ It shows tokens held against the effective limit (and the preset's own limit whe
 device's is smaller), the KV cache bytes at the conversation's precision, how many
 trims happened, and a mark on the bar where the next trim comes. While a reply streams
 the count grows with the tokens (marked "≈"); the worker's measurement after the turn
-makes it exact again.
+makes it exact again. The line of numbers elides rather than widen the window.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
-from app.core.budget.context_state import ContextState
 from app.core.text.display_numbers import format_bytes, format_count
+from app.ui.elided_label import ElidedLabel
 from app.ui.theme import PRESSURE_COLOURS
 
+NO_MODEL = "no model loaded"
 
-def meter_text(state: ContextState, streamed: int = 0) -> str:
-    """The meter's line of text."""
+
+def meter_text(state, streamed: int = 0) -> str:
+    """The meter's line of text for a `ContextState` (plus tokens streamed since)."""
     tokens = state.tokens + streamed
     approx = "" if state.exact and not streamed else "≈"
     limit = f"{format_count(state.effective_limit)}"
@@ -33,7 +35,7 @@ def meter_text(state: ContextState, streamed: int = 0) -> str:
     )
 
 
-def meter_tooltip(state: ContextState) -> str:
+def meter_tooltip(state) -> str:
     """What each number of the meter means."""
     return (
         "<p><b>Context</b></p><table>"
@@ -94,7 +96,8 @@ class ContextMeterView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("contextMeter")
-        self.state: ContextState | None = None
+        self.state = None
+        self.note = ""
         self.streamed = 0
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -104,12 +107,19 @@ class ContextMeterView(QWidget):
         self.bar = _MeterBar(self)
         self.bar.setMaximumWidth(160)
         layout.addWidget(self.bar, 1)
-        self.text_label = QLabel("no model loaded")
+        self.text_label = ElidedLabel(NO_MODEL)
         layout.addWidget(self.text_label)
 
-    def set_state(self, state: ContextState | None) -> None:
-        """Show a measurement (None: nothing to measure)."""
+    def set_state(self, state, note: str = "") -> None:
+        """Show a `ContextState` (None: nothing to measure yet).
+
+        Args:
+            state: The measurement.
+            note: Said after the numbers (or instead of them when ``state`` is None),
+                e.g. that it is the last measurement while the model works elsewhere.
+        """
         self.state = state
+        self.note = note
         self.streamed = 0
         self._refresh()
 
@@ -122,13 +132,14 @@ class ContextMeterView(QWidget):
     def _refresh(self) -> None:
         state = self.state
         if state is None:
-            self.text_label.setText("no model loaded")
+            self.text_label.set_plain(self.note or NO_MODEL)
             self.bar.fraction, self.bar.mark = 0.0, None
             self.setToolTip("")
         else:
             limit = max(state.effective_limit, 1)
             self.bar.fraction = (state.tokens + self.streamed) / limit
             self.bar.mark = state.next_trim_at / limit
-            self.text_label.setText(meter_text(state, self.streamed))
+            note = f" ({self.note})" if self.note else ""
+            self.text_label.set_plain(meter_text(state, self.streamed) + note)
             self.setToolTip(meter_tooltip(state))
         self.bar.update()

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.store.records import Conversation, SearchHit
+from app.ui.plain_text import plain_tooltip
 
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 200
@@ -134,9 +135,11 @@ class ConversationListView(QWidget):
                 )
                 model = conversation.model or "no model yet"
                 item.setToolTip(
-                    f"{conversation.title or UNTITLED}\nLast message {updated}\n"
-                    f"Preset {conversation.preset or 'chat'} · {model}\n"
-                    "Double-click to rename"
+                    plain_tooltip(
+                        f"{conversation.title or UNTITLED}\nLast message {updated}\n"
+                        f"Preset {conversation.preset or 'chat'} · {model}\n"
+                        "Double-click to rename"
+                    )
                 )
                 self.list.addItem(item)
             self.select(current_id)
@@ -235,7 +238,7 @@ class ConversationListView(QWidget):
             item = QListWidgetItem()
             item.setData(ID_ROLE, hit.conversation_id)
             item.setData(MESSAGE_ROLE, hit.message_id)
-            item.setToolTip(hit.snippet)
+            item.setToolTip(plain_tooltip(hit.snippet))
             self.results.addItem(item)
             self.results.setItemWidget(item, label)
             width = max(self.results.viewport().width() - 8, 160)

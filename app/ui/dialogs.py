@@ -2,7 +2,8 @@
 
 Every box is opened window-modal with ``open()``, never ``exec()``: the event loop keeps
 running (replies keep streaming, the memory gauge keeps moving) and tests can find the
-box and press its buttons instead of being blocked by a nested loop.
+box and press its buttons instead of being blocked by a nested loop. Their text is plain:
+messages quote titles, file names and errors from data, which must never become markup.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def show_error(
         QMessageBox.Icon.Warning, title, message, QMessageBox.StandardButton.Ok, parent
     )
     box.setObjectName("errorDialog")
+    box.setTextFormat(Qt.TextFormat.PlainText)
     if details:
         box.setDetailedText(details)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -54,6 +56,7 @@ def confirm(
         parent,
     )
     box.setObjectName("confirmDialog")
+    box.setTextFormat(Qt.TextFormat.PlainText)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     yes = box.addButton(confirm_text, QMessageBox.ButtonRole.DestructiveRole)
     box.addButton(QMessageBox.StandardButton.Cancel)

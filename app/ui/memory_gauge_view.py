@@ -1,7 +1,7 @@
 """The memory gauge: where the machine's RAM is going, live, coloured by pressure.
 
 A bar split into model weights / KV cache / everything else / free, a line of numbers
-(free memory, swap, pressure level), and a sparkline of the last three minutes of used
+(free memory, swap, pressure level; elided, never widening the window), and a sparkline of the last three minutes of used
 memory with the memory cap drawn in. The tooltip explains every number and where it
 comes from. Snapshots arrive from the sampler thread twice a second; the view only
 stores and paints them.
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.core.memory.snapshot import MemorySnapshot
 from app.core.text.display_numbers import format_bytes
+from app.ui.elided_label import ElidedLabel
 from app.ui.theme import PRESSURE_COLOURS, SEGMENT_COLOURS
 
 HISTORY_SAMPLES = 360  # three minutes at one sample per 500 ms
@@ -193,7 +194,7 @@ class MemoryGaugeView(QWidget):
         layout.addWidget(self.title_label)
         self.bar = _MemoryBar(self)
         layout.addWidget(self.bar, 1)
-        self.text_label = QLabel("sampling…")
+        self.text_label = ElidedLabel("sampling…")
         layout.addWidget(self.text_label)
         self.sparkline = _Sparkline(self)
         layout.addWidget(self.sparkline)
@@ -226,18 +227,22 @@ class MemoryGaugeView(QWidget):
             self.samples += 1
             used = 1 - snapshot.available_fraction
             self.sparkline.values.append(min(max(used, 0.0), 1.0))
-        colour = PRESSURE_COLOURS[level]
         swap = format_bytes(snapshot.swap_used) if snapshot.swap_total else "none"
-        legend = " ".join(
-            f"<span style='color: {SEGMENT_COLOURS[key]}'>■</span> {name} "
-            f"{format_bytes(getattr(segments, key))}"
-            for key, name in (("weights", "model"), ("kv", "KV"), ("other", "other"))
-        )
-        self.text_label.setText(
-            f"{legend} · {format_bytes(segments.free)} free of "
-            f"{format_bytes(snapshot.total_bytes)} · swap {swap} · "
-            f"<span style='color: {colour}'>● {level}</span>"
-        )
+        parts: list[tuple[str, str | None]] = []
+        for key, name in (("weights", "model"), ("kv", "KV"), ("other", "other")):
+            parts += [
+                ("■", SEGMENT_COLOURS[key]),
+                (f" {name} {format_bytes(getattr(segments, key))} ", None),
+            ]
+        parts += [
+            (
+                f"· {format_bytes(segments.free)} free of "
+                f"{format_bytes(snapshot.total_bytes)} · swap {swap} · ",
+                None,
+            ),
+            (f"● {level}", PRESSURE_COLOURS[level]),
+        ]
+        self.text_label.set_parts(parts)
         self.setToolTip(gauge_tooltip(snapshot, self.weights_bytes))
         self.bar.update()
         self.sparkline.update()

@@ -1,23 +1,23 @@
 """One message of the chat, and the card that stands for a summarised stretch of it.
 
 `MessageView` shows a user message or a reply: the text (replies as rendered Markdown
-with highlighted code and a Copy link per code block), buttons to copy, edit and resend
-(user) or regenerate (the last reply), and the reply's stats. `TrimCardView` stands
-where a trim replaced earlier messages: "N earlier messages summarised", expanding to
-the summary and, on demand, to the original messages, which the store keeps.
+with highlighted code and a Copy link per code block), buttons to copy (it says
+"Copied" for a moment), edit and resend (user; Enter sends the edit) or regenerate (the
+last reply), and the reply's stats. `TrimCardView` stands where a trim replaced earlier
+messages: "N earlier messages summarised" and how the summary was written, expanding to
+the summary and, on demand, to the original messages, which the store keeps. Text from
+data (footers with an error, the card's wording) is shown as plain text, never markup.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -26,17 +26,11 @@ from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.rich_text_view import RichTextView
+from app.ui.sending_text_edit import SendingTextEdit
+from app.ui.small_button import small_button
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-
-
-def _small_button(text: str, tooltip: str) -> QToolButton:
-    button = QToolButton()
-    button.setText(text)
-    button.setToolTip(tooltip)
-    button.setAutoRaise(True)
-    button.setCursor(Qt.CursorShape.PointingHandCursor)
-    return button
+COPIED_FEEDBACK_MS = 1500
 
 
 class MessageView(QFrame):
@@ -82,24 +76,31 @@ class MessageView(QFrame):
         self.role_label = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
         header.addWidget(self.role_label)
         header.addStretch(1)
-        self.copy_button = _small_button("Copy", "Copy this message")
+        self.copy_button = small_button("Copy", "Copy this message")
         self.copy_button.clicked.connect(self._on_copy_button_clicked)
+        self._copied_timer = QTimer(self)
+        self._copied_timer.setSingleShot(True)
+        self._copied_timer.setInterval(COPIED_FEEDBACK_MS)
+        self._copied_timer.timeout.connect(self._on_copied_timer_timeout)
         header.addWidget(self.copy_button)
-        self.edit_button = _small_button("Edit", "Edit this message and send it again")
+        self.edit_button = small_button("Edit", "Edit this message and send it again")
         self.edit_button.clicked.connect(self._on_edit_button_clicked)
         self.edit_button.setVisible(role == "user" and not read_only)
         header.addWidget(self.edit_button)
-        self.regenerate_button = _small_button("Regenerate", "Write this reply again")
+        self.regenerate_button = small_button("Regenerate", "Write this reply again")
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.regenerate_button.hide()
         header.addWidget(self.regenerate_button)
         layout.addLayout(header)
 
         self.body = RichTextView(self)
+        self.body.code_copied.connect(self._on_body_code_copied)
         layout.addWidget(self.body)
 
-        self.editor = QPlainTextEdit(self)
+        self.editor = SendingTextEdit(self)
         self.editor.setObjectName("messageEditor")
+        self.editor.setToolTip("Enter sends, Shift+Enter adds a line")
+        self.editor.submitted.connect(self._on_send_edit_button_clicked)
         self.editor.hide()
         layout.addWidget(self.editor)
         edit_buttons = QHBoxLayout()
@@ -118,6 +119,7 @@ class MessageView(QFrame):
 
         self.footer_label = QLabel()
         self.footer_label.setObjectName("messageFooter")
+        self.footer_label.setTextFormat(Qt.TextFormat.PlainText)
         self.footer_label.setWordWrap(True)
         self.footer_label.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse
@@ -183,6 +185,7 @@ class MessageView(QFrame):
     def start_editing(self) -> None:
         """Replace the text by an editor holding it."""
         self.editor.setPlainText(self.text)
+        self.editor.moveCursor(self.editor.textCursor().MoveOperation.End)
         self.body.hide()
         self.editor.show()
         self._edit_row.show()
@@ -196,6 +199,17 @@ class MessageView(QFrame):
 
     def _on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.text)
+        self._show_copied("Copied ✓")
+
+    def _on_body_code_copied(self, _index: int) -> None:
+        self._show_copied("Code copied ✓")
+
+    def _show_copied(self, text: str) -> None:
+        self.copy_button.setText(text)
+        self._copied_timer.start()
+
+    def _on_copied_timer_timeout(self) -> None:
+        self.copy_button.setText("Copy")
 
     def _on_edit_button_clicked(self) -> None:
         self.start_editing()
@@ -220,6 +234,7 @@ class TrimCardView(QFrame):
         summary: The active summary.
         messages: The messages it covers, in order.
         theme: Markdown colours.
+        origin: How the summary was written (`notice_words.summary_origin`).
     """
 
     def __init__(
@@ -227,6 +242,7 @@ class TrimCardView(QFrame):
         summary: Summary,
         messages: list[Message],
         theme: MarkdownTheme = LIGHT_THEME,
+        origin: str = "",
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
@@ -239,13 +255,23 @@ class TrimCardView(QFrame):
         header = QHBoxLayout()
         count = len(messages)
         noun = "message" if count == 1 else "messages"
-        method = "by the model" if summary.method == "model" else "extractively"
+        heading = QVBoxLayout()
+        heading.setSpacing(0)
         self.title_label = QLabel(
-            f"<b>{count} earlier {noun} summarised</b> "
-            f"<span style='color: gray'>({method}, to keep the context within its limit)</span>"
+            f"{count} earlier {noun} summarised to keep the context within its limit"
         )
+        self.title_label.setTextFormat(Qt.TextFormat.PlainText)
         self.title_label.setWordWrap(True)
-        header.addWidget(self.title_label, 1)
+        bold = self.title_label.font()
+        bold.setBold(True)
+        self.title_label.setFont(bold)
+        heading.addWidget(self.title_label)
+        self.origin_label = QLabel(f"Summary {origin or 'written'}.")
+        self.origin_label.setObjectName("trimOrigin")
+        self.origin_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.origin_label.setWordWrap(True)
+        heading.addWidget(self.origin_label)
+        header.addLayout(heading, 1)
         self.summary_button = QPushButton("Show summary")
         self.summary_button.setCheckable(True)
         self.summary_button.toggled.connect(self._on_summary_button_toggled)
@@ -288,6 +314,14 @@ class TrimCardView(QFrame):
         return next(
             (v for v in self.original_views if v.message_id == message_id), None
         )
+
+    def set_theme(self, theme: MarkdownTheme) -> None:
+        """Re-render what is shown with other colours."""
+        self._theme = theme
+        if self.summary_view.toPlainText():
+            self.summary_view.set_markdown(self.summary.content, theme)
+        for view in self.original_views:
+            view.set_theme(theme)
 
     def _on_summary_button_toggled(self, checked: bool) -> None:
         if checked and not self.summary_view.toPlainText():

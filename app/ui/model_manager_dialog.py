@@ -1,15 +1,17 @@
 """The model manager: local models with their size and whether they fit, downloads, the demo.
 
-Models come from `model_catalog.find_models` (the window scans, off the UI thread); for
-each one the doctor's verdict for this machine (fits or not, max safe context at 16/8/4
-bits) is worked out on a pool thread and filled in as it arrives, before anything is
-loaded. A Hugging Face repo id can be downloaded into ``SWAPLESS_HOME/models`` with
+Models come from `model_catalog.find_models` (the window scans, off the UI thread), with
+the loaded model always among them (the demo too) and marked; for each one the doctor's
+verdict for this machine (fits or not, usable context at 16/8/4 bits: what memory
+allows, capped by the context the model was trained for, and saying which) is worked
+out on a pool thread and filled in as it arrives, before anything is loaded. A Hugging Face repo id can be downloaded into ``SWAPLESS_HOME/models`` with
 progress and cancel (`model_download`); without internet it says so in words. The
 dialog is kept for the window's lifetime, so a download goes on while it is hidden.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -33,62 +35,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import KnownError
-from app.core.model_catalog import (
-    SOURCE_FOLDER,
-    LocalModel,
-    ModelVerdict,
-    format_tokens,
-)
+from app.core.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
+from app.core.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
 from app.ui.background import TaskSet
 from app.ui.welcome_view import DEMO_EXPLANATION
 
+log = logging.getLogger(__name__)
+
 COLUMNS = ("Model", "Source", "Size", "On this machine")
 PATH_ROLE = Qt.ItemDataRole.UserRole
-
-
-def verdict_details(model: LocalModel, verdict: ModelVerdict | None) -> str:
-    """Rich text describing a model and its verdict for the details pane."""
-    lines = [
-        f"<b>{model.name}</b><br/><span style='color: gray'>{model.path}</span><br/>"
-    ]
-    lines.append(f"{format_bytes(model.size_bytes)} on disk · {model.source_label}")
-    if model.is_demo:
-        lines.append("<br/><i>Random weights: replies are noise.</i>")
-    if verdict is None:
-        lines.append("<br/>Checking whether it fits…")
-        return "".join(lines)
-    lines.append(f"<p>{verdict.summary}</p>")
-    report = verdict.report
-    if report is not None:
-        info = report["model"]
-        lines.append(
-            f"<p>{info['model_type']}, {info['layers']} layers, "
-            f"{format_bytes(info['weights_bytes'])} of weights in memory here; budget "
-            f"{format_bytes(report['settings']['budget_bytes'])} for weights + KV cache.</p>"
-        )
-        rows = "".join(
-            f"<tr><td>{bits}-bit KV&nbsp;&nbsp;</td>"
-            f"<td>{format_bytes(report['kv_bytes_per_token'][bits]) if report['kv_bytes_per_token'][bits] else '–'}"
-            f"/token&nbsp;&nbsp;</td><td>{_safe(report['max_safe_context'][bits], bits in report['kv_errors'])}</td></tr>"
-            for bits in ("16", "8", "4")
-        )
-        lines.append(f"<table>{rows}</table>")
-        notes = list(info.get("notes", [])) + [
-            f"{bits}-bit KV unavailable: {why}"
-            for bits, why in report["kv_errors"].items()
-        ]
-        if notes:
-            lines.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
-    return "".join(lines)
-
-
-def _safe(value, unavailable: bool) -> str:
-    if unavailable:
-        return "unavailable"
-    if value is None:
-        return "not limited by memory"
-    return f"max safe context {format_tokens(value)}"
 
 
 class ModelManagerDialog(QDialog):
@@ -184,6 +140,7 @@ class ModelManagerDialog(QDialog):
         download_layout.addWidget(self.progress)
         self.download_status = QLabel()
         self.download_status.setObjectName("downloadStatus")
+        self.download_status.setTextFormat(Qt.TextFormat.PlainText)
         self.download_status.setWordWrap(True)
         self.download_status.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse
@@ -221,13 +178,22 @@ class ModelManagerDialog(QDialog):
         if budget_changed:
             self._verdicts.clear()
 
-    def set_models(self, models: list[LocalModel]) -> None:
-        """Show ``models`` and work out the verdicts not known yet."""
+    def set_models(self, models: list[LocalModel], loaded: str | None = None) -> None:
+        """Show ``models`` and work out the verdicts not known yet.
+
+        Args:
+            models: The models to list.
+            loaded: The folder of the loaded model: marked, and selected when nothing
+                else is.
+        """
         selected = self.selected_model()
         self._models = list(models)
         self.table.setRowCount(len(models))
         for row, model in enumerate(models):
-            name = QTableWidgetItem(model.name + ("  (demo)" if model.is_demo else ""))
+            marks = ("  (demo)" if model.is_demo else "") + (
+                "  · loaded" if loaded is not None and str(model.path) == loaded else ""
+            )
+            name = QTableWidgetItem(model.name + marks)
             name.setData(PATH_ROLE, str(model.path))
             name.setToolTip(str(model.path))
             self.table.setItem(row, 0, name)
@@ -240,6 +206,8 @@ class ModelManagerDialog(QDialog):
             self.table.setItem(row, 3, QTableWidgetItem(self._verdict_text(model)))
             if selected is not None and model.path == selected.path:
                 self.table.selectRow(row)
+        if selected is None and loaded is not None:
+            self.select_path(loaded)
         self.empty_label.setVisible(not models)
         for model in models:
             self._assess(model)
@@ -292,9 +260,13 @@ class ModelManagerDialog(QDialog):
         self.tasks.start(
             work,
             on_finished=lambda verdict: self._on_verdict(key, verdict),
-            on_failed=lambda exc: self._on_verdict(
-                key, ModelVerdict(False, f"Cannot be checked: {exc}", None, {}, None)
-            ),
+            on_failed=lambda exc: self._on_verdict_failed(key, exc),
+        )
+
+    def _on_verdict_failed(self, key: str, exc: Exception) -> None:
+        log.warning("checking %s failed", key, exc_info=exc)
+        self._on_verdict(
+            key, ModelVerdict(False, f"Cannot be checked: {exc}", None, {}, None)
         )
 
     def _on_verdict(self, key: str, verdict: ModelVerdict) -> None:
@@ -466,6 +438,8 @@ class ModelManagerDialog(QDialog):
             )
             self.download_failed.emit(str(exc))
             return
+        if not isinstance(exc, KnownError):
+            log.error("download failed", exc_info=exc)
         message = (
             str(exc)
             if isinstance(exc, KnownError)

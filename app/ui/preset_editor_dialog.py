@@ -2,17 +2,19 @@
 
 The form is built from the `Preset` dataclass itself (a check box per flag, a list per
 setting with fixed choices, a text field for the rest), so a setting added to presets
-shows up here without a change. Every edit is validated by the core
-(`preset_from_dict`): its `SettingsError`, which names the key and the allowed values,
-is shown under the form, and the buttons stay off until the preset is valid. The result
-can be applied to the shown conversation (saved with it) and/or saved as a user preset.
+shows up here without a change. Every edit is checked by `preset_form.check_form`,
+which says what is wrong in the form's own words (and catches combinations that can
+never work, such as a reply as long as the context); the field is marked, the words are
+shown under the form, and the buttons stay off until the preset can be used. The
+result can be applied to the shown conversation (saved with it) and/or saved as a user
+preset.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,12 +32,12 @@ from PySide6.QtWidgets import (
 
 from app.core.errors import SettingsError
 from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
+from app.core.preset_form import LABELS, check_form
 from app.core.presets import (
     VALID_SUMMARY_MODES,
     VALID_TRIM_METHODS,
     Preset,
     builtin_presets,
-    preset_from_dict,
     save_user_preset,
 )
 
@@ -45,23 +47,10 @@ CHOICES = {
     "trim_method": VALID_TRIM_METHODS,
     "summary_mode": VALID_SUMMARY_MODES,
 }
-LABELS = {
-    "kv_bits": "KV precision (bits)",
-    "kv_group": "KV group size",
-    "quantized_kv_start": "Quantize KV after (tokens)",
-    "max_context": "Max context (tokens)",
-    "keep_ratio": "Share kept when trimming",
-    "auto_trim": "Trim automatically",
-    "trim_method": "Trim method",
-    "summary_mode": "Summaries written",
-    "summary_max_tokens": "Summary length (tokens)",
-    "segmenting": "Read long documents in segments",
-    "segment_tokens": "Segment size (tokens)",
-    "temperature": "Temperature",
-    "top_p": "Top-p",
-    "max_tokens": "Max reply length (tokens)",
-    "system_prompt": "System prompt",
-}
+ERROR_COLOUR = "#cf222e"
+WARNING_COLOUR = "#9a6700"
+OK_COLOUR = "#2da44e"
+PROBLEM_STYLE = f"border: 1px solid {ERROR_COLOUR};"
 
 
 def _parse(text: str, kind: str):
@@ -125,8 +114,8 @@ class PresetEditorDialog(QDialog):
 
         self.error_label = QLabel()
         self.error_label.setObjectName("presetError")
+        self.error_label.setTextFormat(Qt.TextFormat.PlainText)
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #cf222e;")
         self.error_label.hide()
         layout.addWidget(self.error_label)
         buttons = QHBoxLayout()
@@ -200,15 +189,14 @@ class PresetEditorDialog(QDialog):
         return self._preset
 
     def validate(self, *_args) -> bool:
-        """Check the form; show the core's message when it is refused."""
-        data = self.values()
-        try:
-            self._preset = preset_from_dict(str(data["name"]), data)
-        except SettingsError as exc:
-            self._preset = None
-            self.error_label.setStyleSheet("color: #cf222e;")
-            self.error_label.setText(str(exc))
-            self.error_label.show()
+        """Check the form; mark the fields at fault and say why in the form's words."""
+        self._preset, problems = check_form(self.values())
+        marked = {p.field for p in problems if p.blocking}
+        for name, editor in self.editors.items():
+            editor.setStyleSheet(PROBLEM_STYLE if name in marked else "")
+        if problems:
+            colour = ERROR_COLOUR if self._preset is None else WARNING_COLOUR
+            self._say("\n".join(p.message for p in problems), colour)
         else:
             self.error_label.hide()
         valid = self._preset is not None
@@ -216,19 +204,21 @@ class PresetEditorDialog(QDialog):
         self.save_button.setEnabled(valid)
         return valid
 
+    def _say(self, text: str, colour: str) -> None:
+        self.error_label.setStyleSheet(f"color: {colour};")
+        self.error_label.setText(text)
+        self.error_label.show()
+
     def _on_save_button_clicked(self) -> None:
         if not self.validate():
             return
         try:
             save_user_preset(self._preset)
         except SettingsError as exc:
-            self.error_label.setText(str(exc))
-            self.error_label.show()
+            self._say(str(exc), ERROR_COLOUR)
             return
         self.preset_saved.emit(self._preset)
-        self.error_label.setText(f"Saved preset “{self._preset.name}”.")
-        self.error_label.setStyleSheet("color: #2da44e;")
-        self.error_label.show()
+        self._say(f"Saved preset “{self._preset.name}”.", OK_COLOUR)
 
     def _on_apply_button_clicked(self) -> None:
         if not self.validate():

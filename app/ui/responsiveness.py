@@ -74,7 +74,8 @@ def measure_streaming_lateness(
         from app.core.settings import AppSettings
         from app.core.store import Store
         from app.ui.garbage_collector import MainThreadGarbageCollector
-        from app.ui.main_window import MainWindow, dispose_window
+        from app.ui.main_window import MainWindow
+        from app.ui.window_threads import dispose_window
 
         collector = MainThreadGarbageCollector()
 
@@ -86,12 +87,12 @@ def measure_streaming_lateness(
             window.resize(1200, 800)
             window.show()
             _wait_for(
-                window.model_loaded,
-                window.model_load_failed,
+                window.models.loaded,
+                window.models.load_failed,
                 LOAD_TIMEOUT_S,
-                lambda: window.load_model(str(model_dir)),
+                lambda: window.models.load(str(model_dir)),
             )
-            window.set_preset(
+            window.current.set_preset(
                 get_preset("chat").with_changes(
                     max_tokens=1024, max_context=16384, summary_mode="extractive"
                 )
@@ -108,7 +109,7 @@ def measure_streaming_lateness(
                     lateness.append(max(0.0, (now - last_tick[0]) / 1e6 - interval_ms))
                 last_tick[0] = now
 
-            def on_chunk(_cid: int, _text: str) -> None:
+            def on_chunk(_cid: int, _text: str) -> None:  # on the UI thread
                 state["streaming"] = True
                 state["tokens"] += 1
 
@@ -116,7 +117,7 @@ def measure_streaming_lateness(
                 state["streaming"] = False
                 state["replies"] += 1
                 if time.monotonic() < deadline:
-                    QTimer.singleShot(0, lambda: window.send_message(prompt()))
+                    QTimer.singleShot(0, window, lambda: window.turns.send(prompt()))
 
             def on_failed(_cid: int, error) -> None:
                 state["streaming"] = False
@@ -125,9 +126,9 @@ def measure_streaming_lateness(
             def prompt() -> str:
                 return f"Reply {state['replies'] + 1}: write a long answer with a list and code."
 
-            window.reply_chunk_received.connect(on_chunk)
-            window.reply_finished.connect(on_finished)
-            window.reply_failed.connect(on_failed)
+            window.turns.live_text_changed.connect(on_chunk)
+            window.turns.reply_finished.connect(on_finished)
+            window.turns.reply_failed.connect(on_failed)
             timer = QTimer()
             timer.setTimerType(Qt.TimerType.PreciseTimer)
             timer.setInterval(interval_ms)
@@ -135,18 +136,18 @@ def measure_streaming_lateness(
             timer.start()
             started = time.monotonic()
             deadline = started + seconds
-            window.send_message(prompt())
+            window.turns.send(prompt())
             loop = QEventLoop()
             QTimer.singleShot(int(seconds * 1000), loop.quit)
             loop.exec()
             timer.stop()
             elapsed = time.monotonic() - started
-            if window.busy:
+            if window.turns.busy:
                 _wait_for(
-                    window.reply_finished,
-                    window.reply_failed,
+                    window.turns.reply_finished,
+                    window.turns.reply_failed,
                     30,
-                    window.stop_generation,
+                    window.turns.stop,
                 )
             if state["failed"]:
                 raise RuntimeError(f"a reply failed: {state['failed']}")

@@ -94,7 +94,8 @@ def _check_window(app, home: str) -> None:
     from app.core.presets import get_preset
     from app.core.settings import AppSettings
     from app.core.store import Store
-    from app.ui.main_window import MainWindow, dispose_window
+    from app.ui.main_window import MainWindow
+    from app.ui.window_threads import dispose_window
 
     _say(f"Qt platform {app.platformName()}, home {home}")
     store = Store.open()
@@ -107,11 +108,13 @@ def _check_window(app, home: str) -> None:
         raise SmokeTestFailure("the main window did not open")
     _say("main window open")
 
-    window.load_demo_model()
-    (info,) = _wait(window.model_loaded, LOAD_TIMEOUT_S, [window.model_load_failed])
+    window.models.load_demo()
+    (info,) = _wait(window.models.loaded, LOAD_TIMEOUT_S, [window.models.load_failed])
     _say(f"demo model loaded ({info.model_type}, {info.num_layers} layers)")
 
-    window.set_preset(get_preset("chat").with_changes(max_tokens=12, temperature=0.0))
+    window.current.set_preset(
+        get_preset("chat").with_changes(max_tokens=12, temperature=0.0)
+    )
     threads: list[threading.Thread] = []
     chunks: list[str] = []
 
@@ -121,9 +124,9 @@ def _check_window(app, home: str) -> None:
 
     # A direct connection runs in the emitting thread: it shows where tokens come from.
     window.worker.chunk_received.connect(on_chunk, Qt.ConnectionType.DirectConnection)
-    window.send_message(SMOKE_MESSAGE)
+    window.turns.send(SMOKE_MESSAGE)
     conversation_id, report = _wait(
-        window.reply_finished, REPLY_TIMEOUT_S, [window.reply_failed]
+        window.turns.reply_finished, REPLY_TIMEOUT_S, [window.turns.reply_failed]
     )
     app.processEvents()
     if report.generated_tokens < 1 or not chunks:

@@ -4,13 +4,18 @@
 colour scheme where it can); "light" and "dark" use Fusion with a fixed palette so they
 look the same everywhere. Widgets that draw their own colours (the memory gauge, the
 Markdown of replies) ask here instead of hard-coding them.
+
+Switching while the app runs needs one more step: a widget with a style sheet resolves
+``palette(...)`` colours when it is polished and keeps them, so the chat used to stay
+light (with light text from the new palette, nearly invisible) until a restart.
+`refresh_style_sheets` re-applies every style sheet under a window after a switch.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.core.text.markdown_html import DARK_THEME, LIGHT_THEME, MarkdownTheme
 
@@ -45,6 +50,21 @@ def apply_theme(app: QApplication, name: str) -> None:
         Qt.ColorScheme.Dark if name == "dark" else Qt.ColorScheme.Light
     )
     app.setPalette(_dark_palette() if name == "dark" else _light_palette())
+
+
+def refresh_style_sheets(root: QWidget) -> int:
+    """Re-apply the style sheets of ``root`` and its descendants to the current palette.
+
+    Returns:
+        How many widgets had a style sheet.
+    """
+    refreshed = 0
+    for widget in [root, *root.findChildren(QWidget)]:
+        sheet = widget.styleSheet()
+        if sheet:
+            widget.setStyleSheet(sheet)
+            refreshed += 1
+    return refreshed
 
 
 def is_dark(palette: QPalette) -> bool:

@@ -250,3 +250,34 @@ def test_the_tiny_model_is_found_and_fits(tiny_model_dir, tmp_path, swapless_hom
     assert model.name == "tiny"
     verdict = assess(model.path, BudgetSettings(), snapshot())
     assert verdict.fits and verdict.report["model"]["layers"] == 2
+
+
+def test_usable_context_is_capped_by_the_trained_context_and_says_so(tmp_path):
+    folder = model_folder(tmp_path / "m", {**CONFIG, "max_position_embeddings": 2048})
+    verdict = assess(folder, BudgetSettings(), snapshot(), act_dtype_bytes=4)
+    assert verdict.fits and verdict.trained_context == 2048
+    assert verdict.max_safe_context["16"] > 2048  # memory alone would allow more
+    assert all(verdict.usable_context(b) == 2048 for b in ("16", "8", "4"))
+    assert all(verdict.capped_by_training(b) for b in ("16", "8", "4"))
+    assert verdict.summary == (
+        "Fits. Usable context: 2K tokens at 16/8/4-bit, the context the model was "
+        "trained for (memory would allow more)."
+    )
+
+
+def test_the_demo_is_recognised_by_its_config(tiny_model_dir, tmp_path):
+    from app.core.model_catalog import has_random_weights
+
+    assert has_random_weights(tiny_model_dir)
+    assert not has_random_weights(model_folder(tmp_path / "real"))
+    assert not has_random_weights(tmp_path / "missing")
+
+
+def test_a_precision_limited_by_memory_keeps_its_own_figure(tmp_path):
+    folder = model_folder(tmp_path / "m", {**CONFIG, "max_position_embeddings": 2**30})
+    verdict = assess(folder, BudgetSettings(), snapshot(), act_dtype_bytes=4)
+    safe = verdict.max_safe_context
+    assert safe["16"] < 2**30  # memory, not training, limits every precision here
+    assert not any(verdict.capped_by_training(b) for b in ("16", "8", "4"))
+    assert verdict.usable_context("16") == safe["16"]
+    assert "(trained context)" not in verdict.summary

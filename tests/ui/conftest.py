@@ -1,7 +1,9 @@
 """Fixtures of the window tests: a store, a real main window, the tiny model loaded.
 
 The window is the product's own, with the real engine and worker threads; only the
-model is the session's tiny random-weight one. Qt's offscreen platform warns that it
+model is the session's tiny random-weight one. Tests drive the window through its
+controllers (``window.turns``, ``window.current``, ``window.models``…) and wait on their
+signals, which fire on the UI thread once the window has shown the outcome. Qt's offscreen platform warns that it
 cannot propagate size hints (or raise a window) whenever a top-level window is shown,
 resized or raised; that message is platform noise, not a fault of the app, so it is
 ignored here (every other Qt warning still fails a test).
@@ -82,9 +84,9 @@ def make_window(qtbot, store):
 def window(make_window, qtbot, tiny_model_dir):
     """A main window with the tiny model loaded and a quick, greedy preset."""
     window = make_window()
-    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.load_model(str(tiny_model_dir))
-    window.set_preset(_quick_preset())
+    with qtbot.waitSignal(window.models.loaded, timeout=LOAD_TIMEOUT_MS):
+        window.models.load(str(tiny_model_dir))
+    window.current.set_preset(_quick_preset())
     return window
 
 
@@ -109,8 +111,8 @@ def send(qtbot):
     """Send a message in a window and wait for the reply; returns (id, report)."""
 
     def send(window, text: str, timeout: int = TURN_TIMEOUT_MS):
-        with qtbot.waitSignal(window.reply_finished, timeout=timeout) as blocker:
-            window.send_message(text)
+        with qtbot.waitSignal(window.turns.reply_finished, timeout=timeout) as blocker:
+            assert window.turns.send(text)
         return blocker.args
 
     return send

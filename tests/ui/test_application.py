@@ -37,3 +37,15 @@ def test_streaming_lateness_is_measured_in_the_real_window(qapp, tiny_model_dir)
 def test_cold_start_to_first_paint():
     seconds = measure_cold_start()
     assert 0 < seconds < 10
+
+
+def test_the_app_refuses_to_start_on_a_build_that_drops_none(qapp, monkeypatch, capsys):
+    import app.ui.paint_check as paint_check
+    from app.ui.application import EXIT_CANNOT_START, run_app
+
+    counts = iter(range(100_000, 0, -1))
+    monkeypatch.setattr(paint_check, "none_refcount", lambda: next(counts) * 1000)
+    assert run_app() == EXIT_CANNOT_START
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("swapless: error: PySide6 ")
+    assert "pyside6-essentials<6.12" in err[0] and "Python 3.12" in err[0]

@@ -14,8 +14,11 @@ the CLI, the UI and the doctor can all ask "does this fit?" without a model in m
 from app.core.budget.device_budget import DeviceBudget
 from app.core.budget.kv_budget import (
     ALLOCATION_STEP,
+    STATE_CHECKPOINTS,
+    bounded_kv_bytes,
     bytes_per_element,
     bytes_per_token,
+    checkpoint_bytes,
     fixed_kv_bytes,
     kv_bytes_at,
     prefill_scores_bytes,
@@ -45,15 +48,18 @@ from app.core.budget.weights import (
 
 __all__ = [
     "ALLOCATION_STEP",
+    "STATE_CHECKPOINTS",
     "BudgetSettings",
     "DeviceBudget",
     "LayerCache",
     "LayerKind",
     "ModelGeometry",
     "WeightsInfo",
+    "bounded_kv_bytes",
     "bytes_per_element",
     "bytes_per_token",
     "check_kv_growth",
+    "checkpoint_bytes",
     "check_model_fits",
     "check_request_fits",
     "dense_resident_bytes",

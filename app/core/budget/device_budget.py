@@ -17,6 +17,7 @@ from app.core.budget.kv_budget import (
     kv_bytes_at,
     round_up_to_step,
 )
+from app.core.budget.layer_breakdown import describe_precision
 from app.core.budget.memory_budget import (
     BudgetSettings,
     check_kv_growth,
@@ -84,15 +85,27 @@ class DeviceBudget:
         """Refuse a request that would grow the KV caches past the limit.
 
         Args:
-            held_bytes: Bytes every live cache holds now.
+            held_bytes: Bytes every live cache holds now (checkpoints included).
             held_tokens: Tokens the cache that grows holds now.
             tokens_after: Tokens that cache will hold at most after the request.
             bits: Its precision.
             group: Its quantization group.
 
         Raises:
-            BudgetError: With the sizes and the limit.
+            BudgetError: With the sizes, the limit and which layers are at which
+                precision (only full-attention layers grow, and only they are
+                quantized).
         """
         extra = max(0, round_up_to_step(tokens_after) - round_up_to_step(held_tokens))
         per_token = bytes_per_token(self.geometry, bits, group, self.act_dtype_bytes)
-        check_kv_growth(held_bytes, extra, per_token, self.kv_limit())
+        check_kv_growth(
+            held_bytes,
+            extra,
+            per_token,
+            self.kv_limit(),
+            describe_precision(self.geometry, bits, group, self.act_dtype_bytes),
+        )
+
+    def precision(self, bits: int, group: int = 64) -> str:
+        """Which layers are at which precision for a request (for reports)."""
+        return describe_precision(self.geometry, bits, group, self.act_dtype_bytes)

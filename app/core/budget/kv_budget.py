@@ -15,9 +15,15 @@ mlx-lm caches. Three facts of mlx-lm 0.32 shape the arithmetic:
 
 Sliding-window layers hold at most their window, and are counted unquantized whatever
 the bits, because mlx-lm cannot quantize a ``RotatingKVCache`` (``to_quantized`` raises
-``NotImplementedError``). During the prefill of a chunk of ``S`` tokens a sliding layer
-briefly holds up to ``window - 1 + S`` tokens until the next token trims it. Constant
-state layers (linear attention, SSM) cost the same at any length once used.
+``NotImplementedError``) and the engine keeps them at the activation dtype. During the
+prefill of a chunk of ``S`` tokens a sliding layer briefly holds up to
+``window - 1 + S`` tokens until the next token trims it. Constant state layers (linear
+attention, SSM) cost the same at any length once used.
+
+Bounded layers (sliding and state) cannot always drop their newest tokens, so the engine
+keeps up to `STATE_CHECKPOINTS` copies of them at message boundaries for turn reuse and
+trims (`app.core.engine.cache_checkpoints`). Those copies are part of the fixed bytes
+the budget sets aside (`fixed_kv_bytes`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ UNQUANTIZED_BITS = 16
 VALID_KV_BITS = (16, 8, 4)
 VALID_GROUP_SIZES = (32, 64, 128)
 VALID_ACT_DTYPE_BYTES = (2, 4)
+STATE_CHECKPOINTS = 3
+"""Checkpoints of the bounded layers a conversation keeps: the system prompt's, and the
+ends of the last prompt and the last reply (where the next turn resumes)."""
 
 
 def round_up_to_step(tokens: int) -> int:
@@ -121,10 +130,10 @@ def bytes_per_token(
     Raises:
         ValueError: Invalid bits/group, or a group that does not divide the head size.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
     validate_kv_quantization(bits, group, _head_dims(full))
-    return sum(_layer_bytes_per_token(layer, bits, group, act) for layer in full)
+    return sum(layer_bytes_per_token(layer, bits, group, act) for layer in full)
 
 
 def kv_bytes_at(
@@ -158,7 +167,7 @@ def kv_bytes_at(
         raise ValueError(f"context_tokens must be an integer, not {context_tokens!r}.")
     if context_tokens < 0:
         raise ValueError(f"context_tokens must be >= 0, not {context_tokens}.")
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     full = [layer for layer in geometry.layers if layer.kind is LayerKind.FULL]
     validate_kv_quantization(bits, group, _head_dims(full))
     if context_tokens == 0:
@@ -167,33 +176,54 @@ def kv_bytes_at(
     total = 0
     for layer in geometry.layers:
         if layer.kind is LayerKind.FULL:
-            total += tokens * _layer_bytes_per_token(layer, bits, group, act)
+            total += tokens * layer_bytes_per_token(layer, bits, group, act)
         elif layer.kind is LayerKind.SLIDING:
             kept = min(tokens, layer.window or 0)
-            total += kept * _layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
+            total += kept * layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
         else:
             total += layer.state_bytes(act)
     return total
 
 
-def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
-    """The most the non-growing layers can hold: full sliding windows plus all state.
-
-    The memory budget sets this aside before dividing the rest by `bytes_per_token`.
+def bounded_kv_bytes(
+    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+) -> int:
+    """The most the non-growing layers hold live: full sliding windows plus all state.
 
     Args:
         geometry: The model.
         act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     total = 0
     for layer in geometry.layers:
         if layer.kind is LayerKind.SLIDING:
-            per_token = _layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
+            per_token = layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
             total += (layer.window or 0) * per_token
         elif layer.kind is LayerKind.STATE:
             total += layer.state_bytes(act)
     return total
+
+
+def checkpoint_bytes(
+    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+) -> int:
+    """Bytes of one state checkpoint: a copy of every bounded layer at its largest."""
+    return bounded_kv_bytes(geometry, act_dtype_bytes)
+
+
+def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
+    """What the memory budget sets aside before dividing the rest by `bytes_per_token`.
+
+    The bounded layers at their largest, plus `STATE_CHECKPOINTS` checkpoints of them
+    (0 for a model whose every layer is full attention).
+
+    Args:
+        geometry: The model.
+        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+    """
+    live = bounded_kv_bytes(geometry, act_dtype_bytes)
+    return live + STATE_CHECKPOINTS * checkpoint_bytes(geometry, act_dtype_bytes)
 
 
 def prefill_scores_bytes(
@@ -219,11 +249,12 @@ def prefill_scores_bytes(
     Returns:
         Bytes, an upper bound for models with sliding layers.
     """
-    act = _act_bytes(geometry, act_dtype_bytes)
+    act = resolve_act_bytes(geometry, act_dtype_bytes)
     return geometry.num_attention_heads * chunk_tokens * context_tokens * act
 
 
-def _layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
+def layer_bytes_per_token(layer: LayerCache, bits: int, group: int, act: int) -> int:
+    """Bytes one attention layer stores per token at a precision (0 for a state)."""
     if bits == UNQUANTIZED_BITS:
         return layer.kv_elements_per_token * act
     # Integer arithmetic: the group (>= 32) divides each head size, so the packed
@@ -239,7 +270,8 @@ def _head_dims(layers: Iterable[LayerCache]) -> list[int]:
     return [d for layer in layers for d in (layer.k_head_dim, layer.v_head_dim)]
 
 
-def _act_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None) -> int:
+def resolve_act_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None) -> int:
+    """The activation dtype width to count with: the runtime's, else config.json's."""
     act = geometry.act_dtype_bytes if act_dtype_bytes is None else act_dtype_bytes
     _check_act_bytes(act)
     return act

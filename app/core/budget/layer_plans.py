@@ -21,6 +21,7 @@ from app.core.budget.layers import LayerCache, LayerKind
 from app.core.budget.model_config import (
     get_int,
     get_int_list,
+    get_optional_int,
     get_str_list,
 )
 from app.core.errors import ModelLoadError
@@ -49,9 +50,36 @@ MLX_LM_DEFAULTS: dict[str, dict[str, int]] = {
         "sliding_window": 4096,
         "sliding_window_pattern": 4,
     },
+    "gemma4_text": {
+        "hidden_size": 1536,
+        "num_hidden_layers": 35,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "num_kv_shared_layers": 20,
+        "sliding_window": 512,
+        "sliding_window_pattern": 5,
+    },
     "gpt_oss": {"sliding_window": 128},
     "afmoe": {"sliding_window": 2048},
     "qwen3_next": {"full_attention_interval": 4},
+    # Qwen3.5's TextModelArgs (qwen3_5 and qwen3_5_moe share them).
+    **{
+        name: {
+            "hidden_size": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "linear_num_value_heads": 64,
+            "linear_num_key_heads": 16,
+            "linear_key_head_dim": 192,
+            "linear_value_head_dim": 128,
+            "linear_conv_kernel_dim": 4,
+            "full_attention_interval": 4,
+        }
+        for name in ("qwen3_5", "qwen3_5_moe")
+    },
 }
 # mlx-lm's gemma3 (the vision-language wrapper) overrides two text defaults.
 VLM_TEXT_DEFAULTS: dict[str, dict[str, int]] = {
@@ -181,12 +209,57 @@ def _layer_types_rule(default_types: Callable[[int], list[str]] | None) -> Rule:
     return rule
 
 
+def _gemma4_rule(
+    config: dict[str, Any], num_layers: int, attention: LayerCache, source: str
+) -> Plan:
+    # Gemma 4: layer_types (or the sliding pattern) as in Gemma 3, but global layers
+    # have their own head size (global_head_dim) and, with attention_k_eq_v, their own
+    # KV head count; and the last num_kv_shared_layers layers reuse the KV of an earlier
+    # layer, so mlx-lm makes no cache for them at all.
+    types = get_str_list(config, "layer_types", num_layers, source)
+    if types is None:
+        pattern = get_int(config, ("sliding_window_pattern",), source)
+        unit = [SLIDING] * (pattern - 1) + [FULL]
+        types = (unit * (num_layers // pattern + 1))[:num_layers]
+    window = get_int(config, ("sliding_window",), source)
+    shared = get_int(config, ("num_kv_shared_layers",), source, default=0, minimum=0)
+    if shared >= num_layers:
+        raise ModelLoadError(
+            f"{source}: num_kv_shared_layers {shared} leaves no layer with a cache."
+        )
+    global_dim = get_optional_int(config, ("global_head_dim",), source)
+    global_heads = attention.kv_heads
+    if config.get("attention_k_eq_v"):
+        global_heads = (
+            get_optional_int(config, ("num_global_key_value_heads",), source)
+            or global_heads
+        )
+    full = LayerCache(
+        LayerKind.FULL,
+        kv_heads=global_heads,
+        k_head_dim=global_dim or attention.k_head_dim,
+        v_head_dim=global_dim or attention.v_head_dim,
+    )
+    layers = [
+        _sliding(attention, window) if t == SLIDING else full
+        for t in types[: num_layers - shared]
+    ]
+    notes = []
+    if shared:
+        notes.append(
+            f"the last {shared} of {num_layers} layers reuse the keys and values of "
+            "earlier layers and keep no cache of their own."
+        )
+    return layers, notes
+
+
 def _qwen3_next_rule(
     config: dict[str, Any], num_layers: int, attention: LayerCache, source: str
 ) -> Plan:
-    # Every `interval`-th layer is full attention, the others are Gated DeltaNet linear
-    # attention: a convolution state (kernel - 1 steps of q, k and v, activation dtype)
-    # plus a float32 recurrent state of value_heads x v_dim x k_dim.
+    # Qwen3-Next and Qwen3.5: every `interval`-th layer is full attention, the others
+    # are Gated DeltaNet linear attention: a convolution state (kernel - 1 steps of q,
+    # k and v, activation dtype) plus a float32 recurrent state of value_heads x v_dim
+    # x k_dim. mlx-lm reads only full_attention_interval; layer_types is checked.
     interval = get_int(config, ("full_attention_interval",), source)
     kernel = get_int(config, ("linear_conv_kernel_dim",), source)
     k_heads = get_int(config, ("linear_num_key_heads",), source)
@@ -198,7 +271,46 @@ def _qwen3_next_rule(
     layers = [
         attention if (i + 1) % interval == 0 else linear for i in range(num_layers)
     ]
-    return layers, []
+    notes = []
+    types = get_str_list(config, "layer_types", num_layers, source)
+    if types is not None:
+        planned = [
+            FULL if layer is attention else "linear_attention" for layer in layers
+        ]
+        if types != planned:
+            notes.append(
+                f"layer_types disagrees with full_attention_interval {interval}; "
+                "mlx-lm follows the interval, and so does this budget."
+            )
+    return layers, notes
+
+
+def _granite_hybrid_rule(
+    config: dict[str, Any], num_layers: int, attention: LayerCache, source: str
+) -> Plan:
+    # Granite 4.0-H: layer_types says "mamba" or "attention". A Mamba-2 layer keeps
+    # (d_conv - 1) steps of its convolution input (the inner activations plus B and C
+    # of every group) and a heads x head_dim x d_state SSM state, in the activation
+    # dtype.
+    types = get_str_list(config, "layer_types", num_layers, source)
+    if types is None:
+        raise ModelLoadError(f"{source}: config.json has no layer_types.")
+    unknown = sorted(set(types) - {"mamba", "attention"})
+    if unknown:
+        raise ModelLoadError(
+            f"{source}: unknown layer type {unknown[0]!r} in layer_types; expected "
+            "'mamba' or 'attention'."
+        )
+    if "mamba" not in types:
+        return [attention] * num_layers, []
+    heads = get_int(config, ("mamba_n_heads",), source)
+    head_dim = get_int(config, ("mamba_d_head",), source)
+    d_state = get_int(config, ("mamba_d_state",), source)
+    kernel = get_int(config, ("mamba_d_conv",), source)
+    groups = get_int(config, ("mamba_n_groups",), source)
+    conv_dim = heads * head_dim + 2 * groups * d_state
+    mamba = _state((kernel - 1) * conv_dim + heads * head_dim * d_state)
+    return [attention if t == "attention" else mamba for t in types], []
 
 
 def _mamba_state(config: dict[str, Any], source: str, prefix: str = "") -> LayerCache:
@@ -271,14 +383,21 @@ _RULES: dict[str, Rule] = {
     "afmoe": _layer_types_rule(None),
     "gpt_oss": _layer_types_rule(_alternating),
     "olmo3": _layer_types_rule(_every_fourth_full),
+    "gemma4_text": _gemma4_rule,
     "qwen3_next": _qwen3_next_rule,
+    "qwen3_5": _qwen3_next_rule,
+    "qwen3_5_moe": _qwen3_next_rule,
+    "granitemoehybrid": _granite_hybrid_rule,
     "jamba": _jamba_rule,
     "mamba": _mamba_rule,
     "lfm2": _lfm2_rule,
 }
 
-# mlx-lm loads these model types with another type's module (mlx_lm.utils).
+# mlx-lm loads these model types with another type's module (mlx_lm.utils). The
+# ``*_text`` entries are the text_config types of Qwen3.5, whose outer module runs them.
 MLX_LM_REMAPPING = {
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5_moe",
     "mistral": "llama",
     "iquestcoder": "llama",
     "xverse": "llama",

@@ -7,7 +7,8 @@ no-op, so nothing below us says no until the kernel starts swapping. The budget 
     room   = total RAM x memory cap - weights - reserve - fixed KV
     tokens = room / bytes per token x safety factor, rounded down to 256-token steps
 
-where the fixed KV part is what sliding-window and recurrent layers hold at most. The
+where the fixed KV part is what sliding-window and recurrent layers hold at most, plus the
+checkpoints of them kept for turn reuse (`kv_budget.fixed_kv_bytes`). The
 engine calls `check_model_fits` before loading, `check_request_fits` before a prompt,
 and `check_kv_growth` before extending a cache.
 """
@@ -245,7 +246,11 @@ def check_request_fits(prompt_tokens: int, max_tokens: int, limit: int | None) -
 
 
 def check_kv_growth(
-    current_kv_bytes: int, extra_tokens: int, bytes_per_token: int, limit_bytes: int
+    current_kv_bytes: int,
+    extra_tokens: int,
+    bytes_per_token: int,
+    limit_bytes: int,
+    detail: str = "",
 ) -> None:
     """Refuse to extend a cache past the KV limit.
 
@@ -257,6 +262,7 @@ def check_kv_growth(
         extra_tokens: Tokens about to be added.
         bytes_per_token: Bytes per token of the growing layers (`bytes_per_token`).
         limit_bytes: The KV limit (`kv_limit_bytes`).
+        detail: Which layers are at which precision, added to the message.
 
     Raises:
         ValueError: A negative argument.
@@ -275,6 +281,7 @@ def check_kv_growth(
             f"Adding {extra_tokens:,} tokens would grow the KV cache from "
             f"{_mib(current_kv_bytes)} to {_mib(current_kv_bytes + growth)}, past its "
             f"limit of {_mib(limit_bytes)} on this machine."
+            + (f" ({detail}.)" if detail else "")
         )
 
 

@@ -48,6 +48,11 @@ MLA_LATENT_CACHE_TYPES = frozenset(
 )
 
 
+# Model types whose mlx-lm module derives the head size as hidden_size //
+# num_attention_heads whatever head_dim says.
+HEAD_DIM_FROM_HIDDEN_TYPES = frozenset({"qwen2", "granitemoehybrid", "lfm2"})
+
+
 @dataclass(frozen=True)
 class WeightQuantization:
     """The weight quantization a config declares (informational: KV is separate).
@@ -78,7 +83,9 @@ class ModelGeometry:
         head_dim: Key elements per head per token.
         v_head_dim: Value elements per head per token (usually ``head_dim``).
         dtype: Declared activation dtype, or ``None`` when the config does not say.
-        layers: One `LayerCache` per layer, as mlx-lm will allocate it.
+        layers: One `LayerCache` per cache entry, as mlx-lm will allocate it: one per
+            layer, except for layers that reuse another layer's keys and values
+            (Gemma 4's KV-shared layers), which have none.
         quantization: Declared weight quantization, if any.
         max_position_embeddings: The model's trained context length, if declared.
         notes: What was assumed, in words for the user.
@@ -162,9 +169,9 @@ def geometry_from_config(
     num_layers = get_int(text, ("num_hidden_layers", "n_layer", "n_layers"), source)
     attention, n_heads = _attention_layer(text, text_type, source)
     layers, notes = plan_layers(text, text_type, num_layers, attention, source)
-    if len(layers) != num_layers:
+    if not layers or len(layers) > num_layers:
         raise ModelLoadError(
-            f"{source}: the per-layer lists describe {len(layers)} layers but "
+            f"{source}: the per-layer lists describe {len(layers)} caches but "
             f"num_hidden_layers is {num_layers}."
         )
     # A pure state-space model has no attention layer to summarise.
@@ -223,7 +230,9 @@ def _attention_layer(
         source,
         default=n_heads,
     )
-    head_dim = get_optional_int(text, ("head_dim",), source)
+    head_dim = None
+    if model_type not in HEAD_DIM_FROM_HIDDEN_TYPES:
+        head_dim = get_optional_int(text, ("head_dim",), source)
     if head_dim is None:
         hidden = get_int(text, ("hidden_size", "d_model", "n_embd"), source)
         if hidden % n_heads:

@@ -20,7 +20,7 @@ from app.core.budget.context_state import DeviceLimit, effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages, summary_style
 from app.core.chat.trimmer import Trimmer, TrimOutcome
-from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
+from app.core.chat.turn_events import ChatTurn, Trimmed, TrimStarted, TurnFinished
 from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
@@ -55,42 +55,6 @@ def save_preset(store: Store, conversation_id: int, preset: Preset) -> None:
         settings=preset.to_dict(),
         system_prompt=preset.system_prompt,
     )
-
-
-class ChatTurn:
-    """One turn's events, produced as they are iterated (once).
-
-    Args:
-        events: The turn's event generator.
-        cancel: The token that stops it.
-    """
-
-    def __init__(self, events: Iterator, cancel: CancelToken):
-        self._events = events
-        self.cancel_token = cancel
-        self.report: TurnReport | None = None
-
-    def __iter__(self) -> Iterator:
-        for event in self._events:
-            if isinstance(event, TurnFinished):
-                self.report = event.report
-            yield event
-
-    def cancel(self) -> None:
-        """Stop the turn soon (any thread): the reply stops after its current token."""
-        self.cancel_token.cancel()
-
-    def wait(self) -> TurnReport:
-        """Run the turn to its end and return its report.
-
-        Raises:
-            BudgetError: The request cannot fit (nothing is saved then).
-        """
-        for _ in self:
-            pass
-        if self.report is None:
-            raise RuntimeError("the turn ended without a report")
-        return self.report
 
 
 class ConversationSession:
@@ -476,21 +440,9 @@ class ConversationSession:
             raise
         final = handle.final
         saver.finish(reply_stats(final), stopped=final.finish_reason == "cancelled")
-        report = TurnReport(
+        report = TurnReport.from_final(
+            final,
             reply=saver.text,
-            prompt_tokens=final.prompt_tokens,
-            reused_tokens=final.reused_tokens,
-            reuse_source=final.reuse_source,
-            new_tokens=final.new_tokens,
-            generated_tokens=final.generated_tokens,
-            context_tokens=final.context_tokens,
-            kv_bytes=final.kv_bytes,
-            kv_bits=final.kv_bits,
-            ttft_s=final.ttft_s,
-            prefill_s=final.prefill_s,
-            tokens_per_s=final.tokens_per_s,
-            peak_memory_bytes=final.peak_memory_bytes,
-            finish_reason=final.finish_reason or "stop",
             conversation_id=self.conversation_id,
             message_id=message_id,
             effective_max_context=self.effective_limit(),

@@ -11,8 +11,10 @@ Order: optionally `TrimStarted` then `Trimmed` (up to three rounds), then
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from app.core.cancel import CancelToken
 from app.core.chat.trimmer import TrimOutcome
 from app.core.chat.turn_report import TurnReport
 
@@ -50,3 +52,39 @@ class TurnFinished:
     """
 
     report: TurnReport
+
+
+class ChatTurn:
+    """One turn's events, produced as they are iterated (once).
+
+    Args:
+        events: The turn's event generator.
+        cancel: The token that stops it.
+    """
+
+    def __init__(self, events: Iterator, cancel: CancelToken):
+        self._events = events
+        self.cancel_token = cancel
+        self.report: TurnReport | None = None
+
+    def __iter__(self) -> Iterator:
+        for event in self._events:
+            if isinstance(event, TurnFinished):
+                self.report = event.report
+            yield event
+
+    def cancel(self) -> None:
+        """Stop the turn soon (any thread): the reply stops after its current token."""
+        self.cancel_token.cancel()
+
+    def wait(self) -> TurnReport:
+        """Run the turn to its end and return its report.
+
+        Raises:
+            BudgetError: The request cannot fit (nothing is saved then).
+        """
+        for _ in self:
+            pass
+        if self.report is None:
+            raise RuntimeError("the turn ended without a report")
+        return self.report

@@ -56,6 +56,9 @@ class TurnReport:
         summary_tokens: Tokens of the summary written by the trim.
         summary_method: ``model`` or ``extractive``.
         trim_note: Why a fallback happened during the trim, if one did.
+        kv_layers: Which cache entries are at which precision (`LayerGroup`s: full
+            attention quantized, sliding windows and recurrent state not).
+        checkpoint_bytes: Bytes of the state checkpoints kept for turn reuse.
     """
 
     reply: str
@@ -83,6 +86,38 @@ class TurnReport:
     summary_tokens: int = 0
     summary_method: str = ""
     trim_note: str = ""
+    kv_layers: tuple = ()
+    checkpoint_bytes: int = 0
+
+    @classmethod
+    def from_final(cls, final, *, reply: str, **context) -> TurnReport:
+        """The report of a turn from its final `GenerationEvent`.
+
+        Args:
+            final: The turn's last event.
+            reply: The whole reply text.
+            **context: The store and limit fields (``conversation_id``,
+                ``message_id``, ``effective_max_context``, ``preset_max_context``).
+        """
+        return cls(
+            reply=reply,
+            prompt_tokens=final.prompt_tokens,
+            reused_tokens=final.reused_tokens,
+            reuse_source=final.reuse_source,
+            new_tokens=final.new_tokens,
+            generated_tokens=final.generated_tokens,
+            context_tokens=final.context_tokens,
+            kv_bytes=final.kv_bytes,
+            kv_bits=final.kv_bits,
+            ttft_s=final.ttft_s,
+            prefill_s=final.prefill_s,
+            tokens_per_s=final.tokens_per_s,
+            peak_memory_bytes=final.peak_memory_bytes,
+            finish_reason=final.finish_reason or "stop",
+            kv_layers=final.kv_layers,
+            checkpoint_bytes=final.checkpoint_bytes,
+            **context,
+        )
 
     def to_json(self) -> dict:
         """Return the report as a JSON-ready dict with rounded timings."""

@@ -65,6 +65,8 @@ class CacheRegistry:
             kv_bytes=cache.nbytes,
             kv_bits=cache.bits_in_use,
             next_position=cache.next_position,
+            kv_layers=cache.layer_groups(),
+            checkpoint_bytes=cache.checkpoint_nbytes,
         )
 
     def state(self, key: str) -> CacheState:
@@ -81,7 +83,7 @@ class CacheRegistry:
         freed = 0
         while len(self._caches) > 1:
             cache = self.forget(next(iter(self._caches)))
-            freed += cache.nbytes
+            freed += cache.resident_bytes
         return freed
 
     def clear(self) -> None:
@@ -90,5 +92,6 @@ class CacheRegistry:
         self._states.clear()
 
     def total_bytes(self) -> int:
-        """Bytes every cache holds (approximate from other threads)."""
-        return sum(cache.nbytes for cache in list(self._caches.values()))
+        """Bytes every cache holds, state checkpoints included (approximate from other
+        threads): what the memory budget counts."""
+        return sum(cache.resident_bytes for cache in list(self._caches.values()))

@@ -1,8 +1,17 @@
-"""The KV cache of one conversation, kept across turns, and the token ids it holds.
+"""The cache of one conversation, kept across turns, and the token ids it holds.
 
 A new turn reuses the longest common prefix of the cached ids and the new prompt's ids
-and trims whatever the cache holds past it, so only the remainder is prefilled
-(shared/NOTES-mlx.md: greedy output with reuse equals a full re-prefill).
+and rewinds the cache to it, so only the remainder is prefilled (shared/NOTES-mlx.md:
+greedy output with reuse equals a full re-prefill). How a rewind works depends on the
+kinds of entry the model has (`cache_layers`): full-attention entries drop their newest
+tokens exactly; sliding-window and recurrent entries cannot always, so the cache keeps
+a few `cache_checkpoints` of them at message boundaries and a rewind restores the
+nearest one at or before the reused length (the full-attention entries are trimmed to
+the same length), or starts over when there is none.
+
+Quantized KV applies where it pays: the full-attention entries, the only ones that
+grow, are quantized at the requested bits and group; bounded entries stay at the
+activation dtype.
 """
 
 from __future__ import annotations
@@ -12,12 +21,23 @@ import copy
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map
-from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
+from mlx_lm.models.cache import make_prompt_cache
 
+from app.core.budget.kv_budget import validate_kv_quantization
+from app.core.engine import cache_layers
+from app.core.engine.cache_checkpoints import Checkpoints
+from app.core.engine.cache_layers import (
+    can_drop_newest,
+    is_bounded,
+    quantize_growing_layers,
+    quantized_bits,
+)
+from app.core.engine.events import LayerGroup
 from app.core.engine.shifted_cache import shifted, spliceable, stored_length
-from app.core.errors import KnownError
 from app.core.generation_settings import KVSettings
 from app.core.token_ids import common_prefix_length
+
+__all__ = ["ConversationCache", "SpliceUnsupported", "common_prefix_length"]
 
 # mlx-lm's KV caches allocate in steps of this many tokens.
 ALLOCATION_STEP = 256
@@ -28,11 +48,15 @@ class SpliceUnsupported(Exception):
 
 
 class ConversationCache:
-    """A per-layer KV cache plus the exact token ids whose keys and values it holds.
+    """A per-layer cache plus the exact token ids whose state it holds.
 
     Args:
         model: The loaded model (decides the cache classes, e.g. sliding windows).
         kv: The precision this cache is created for.
+
+    Raises:
+        ValueError: The quantization group does not divide the head size of the
+            full-attention layers (the ones quantized).
     """
 
     def __init__(self, model: nn.Module, kv: KVSettings):
@@ -43,41 +67,48 @@ class ConversationCache:
         # The rotary position of every stored entry; it differs from the index after a
         # splice dropped entries from the middle.
         self.positions: list[int] = []
+        self.checkpoints = Checkpoints()
+        # How the last rewind went: "none", "trim", "checkpoint" or "reset".
+        self.last_rewind = "none"
+        self.dense_view = cache_layers.dense_view_indices(model, self.layers)
         self._check_quantizable()
 
     def _check_quantizable(self) -> None:
         if not self.kv.quantized:
             return
-        for layer in self.layers:
-            if not hasattr(layer, "to_quantized") and not isinstance(
-                layer, QuantizedKVCache
-            ):
-                raise KnownError(
-                    f"This model's cache ({type(layer).__name__}) cannot be quantized; "
-                    "use 16-bit KV for it."
-                )
-            if type(layer).__name__ == "RotatingKVCache":
-                raise KnownError(
-                    "This model uses sliding-window layers, whose cache mlx-lm cannot "
-                    "quantize yet; use 16-bit KV for it."
-                )
-        head_dim = layer_head_dim(self.model)
-        if head_dim and head_dim % self.kv.group_size:
-            valid = [str(g) for g in (32, 64, 128) if head_dim % g == 0]
-            raise ValueError(
-                f"kv_group {self.kv.group_size} does not divide this model's head "
-                f"dimension {head_dim}; use one of {', '.join(valid)}"
-            )
+        head_dims = cache_layers.full_attention_head_dims(self.model, self.layers)
+        if not head_dims:
+            fallback = layer_head_dim(self.model)
+            head_dims = [fallback] if fallback else []
+        validate_kv_quantization(self.kv.bits, self.kv.group_size, head_dims)
+
+    # -- what the cache holds --------------------------------------------------------
+
+    @property
+    def _reference(self):
+        """The first entry that counts tokens (recurrent entries do not)."""
+        return next((layer for layer in self.layers if hasattr(layer, "offset")), None)
 
     @property
     def offset(self) -> int:
         """Tokens held by the cache."""
-        return stored_length(self.layers[0]) if self.layers else 0
+        reference = self._reference
+        if reference is None:
+            return len(self.token_ids)
+        return stored_length(reference)
 
     @property
     def next_position(self) -> int:
         """The rotary position the next token will get."""
-        return int(getattr(self.layers[0], "offset", 0)) if self.layers else 0
+        reference = self._reference
+        if reference is None:
+            return len(self.token_ids)
+        return int(reference.offset)
+
+    @property
+    def has_bounded_layers(self) -> bool:
+        """True when some entries (sliding windows, recurrent state) need checkpoints."""
+        return any(is_bounded(layer) for layer in self.layers)
 
     def sync_positions(self) -> None:
         """Bring `positions` in line with what the layers hold now.
@@ -94,48 +125,131 @@ class ConversationCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the cache's arrays occupy (allocation, in 256-token steps)."""
+        """Bytes the live entries occupy (allocation, in 256-token steps)."""
         return sum(layer.nbytes for layer in self.layers if not layer.empty())
 
     @property
+    def checkpoint_nbytes(self) -> int:
+        """Bytes the state checkpoints keep alive besides the live entries."""
+        return self.checkpoints.nbytes
+
+    @property
+    def resident_bytes(self) -> int:
+        """Live entries plus checkpoints: what the memory budget counts."""
+        return self.nbytes + self.checkpoint_nbytes
+
+    @property
     def bits_in_use(self) -> int:
-        """Precision the stored entries have now (16 until quantization starts)."""
+        """Precision of the full-attention entries now (16 until quantization starts)."""
         for layer in self.layers:
-            if isinstance(layer, QuantizedKVCache):
-                return int(layer.bits)
+            quantized = quantized_bits(layer)
+            if quantized:
+                return quantized[0]
         return 16
+
+    def layer_groups(self) -> tuple[LayerGroup, ...]:
+        """Which entries are at which precision, with their bytes."""
+        return cache_layers.layer_groups(self.layers)
 
     def matches_precision(self, kv: KVSettings) -> bool:
         """Return True when this cache can continue under the requested precision."""
-        quantized = [
-            layer for layer in self.layers if isinstance(layer, QuantizedKVCache)
-        ]
+        quantized = [quantized_bits(layer) for layer in self.layers]
+        quantized = [q for q in quantized if q]
         if not quantized:
             # Unquantized entries convert on their own once quantized_kv_start is passed.
             return True
         if not kv.quantized:
             return False
-        return all(
-            layer.bits == kv.bits and layer.group_size == kv.group_size
-            for layer in quantized
-        )
+        return all(q == (kv.bits, kv.group_size) for q in quantized)
 
-    def trim_to(self, keep: int) -> None:
-        """Drop every entry after the first ``keep`` tokens.
+    def quantize(self) -> None:
+        """Quantize the full-attention entries that reached ``quantized_kv_start``."""
+        quantize_growing_layers(self.layers, self.kv, self.dense_view)
 
-        Args:
-            keep: Tokens to keep, at most the current length.
+    # -- checkpoints -----------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Checkpoint the bounded entries at the current length (no-op without any)."""
+        if not self.has_bounded_layers or not self.offset:
+            return
+        self.evaluate()
+        self.checkpoints.take(self.offset, self.layers)
+
+    def _restore(self, position: int) -> bool:
+        """Go back to the checkpoint at or before ``position``; False when none."""
+        found = self.checkpoints.nearest(position)
+        if found is None:
+            return False
+        held = self.offset
+        for index, layer in enumerate(self.layers):
+            if index in found.snapshots:
+                self.layers[index] = cache_layers.restore(found.snapshots[index])
+            elif not is_bounded(layer) and not layer.empty():
+                layer.trim(held - found.position)
+        self.token_ids = self.token_ids[: found.position]
+        self.positions = self.positions[: found.position]
+        self.checkpoints.discard_after(found.position)
+        self._release_spare_steps()
+        return True
+
+    # -- rewinding -------------------------------------------------------------------
+
+    def can_trim(self) -> bool:
+        """Return True when every entry can drop its newest entries right now."""
+        return all(can_drop_newest(layer, 1) for layer in self.layers)
+
+    def rewind(self, keep: int) -> int:
+        """Make the cache hold at most its first ``keep`` tokens; return how many it holds.
+
+        Exact trims where every entry allows it; otherwise the nearest checkpoint at or
+        before ``keep``; otherwise an empty cache. `last_rewind` says which.
         """
         self.sync_positions()
-        excess = self.offset - keep
-        if excess > 0:
-            trimmed = [layer.trim(excess) for layer in self.layers]
+        held = self.offset
+        if keep >= held:
+            self.last_rewind = "none"
+            return held
+        excess = held - keep
+        if all(can_drop_newest(layer, excess) for layer in self.layers):
+            trimmed = [layer.trim(excess) for layer in self.layers if not layer.empty()]
             if any(n != excess for n in trimmed):
                 raise RuntimeError(f"cache trim removed {trimmed} instead of {excess}")
-        self.token_ids = self.token_ids[:keep]
-        self.sync_positions()
-        self._continue_after_last_kept()
-        self._release_spare_steps()
+            self.token_ids = self.token_ids[:keep]
+            self.sync_positions()
+            self._continue_after_last_kept()
+            self._release_spare_steps()
+            self.checkpoints.discard_after(keep)
+            self.last_rewind = "trim"
+            return keep
+        if self._restore(keep):
+            self.last_rewind = "checkpoint"
+            return self.offset
+        self.reset()
+        self.last_rewind = "reset"
+        return 0
+
+    def trim_to(self, keep: int) -> int:
+        """Drop every entry after the first ``keep`` tokens (see `rewind`)."""
+        return self.rewind(keep)
+
+    def keep_at_most(self, keep: int) -> int:
+        """Drop every entry after the first ``keep``; return how many are kept."""
+        return self.rewind(keep)
+
+    def prepare_for(self, prompt_ids: list[int]) -> int:
+        """Make the cache a prefix of ``prompt_ids`` and return how many ids it holds.
+
+        At least one prompt token is always left to prefill, since generation needs the
+        logits of the last prompt token.
+
+        Args:
+            prompt_ids: The full prompt of the coming turn.
+
+        Returns:
+            The number of prompt tokens reused from the cache.
+        """
+        reuse = common_prefix_length(self.token_ids, prompt_ids)
+        return self.keep_at_most(min(reuse, len(prompt_ids) - 1))
 
     def contiguous_prefix(self) -> int:
         """Leading entries still at their natural positions (0, 1, 2, ...)."""
@@ -185,37 +299,6 @@ class ConversationCache:
                     (layer.keys, layer.values),
                 )
 
-    def can_trim(self) -> bool:
-        """Return True when every layer supports dropping its newest entries."""
-        return all(layer.is_trimmable() for layer in self.layers)
-
-    def prepare_for(self, prompt_ids: list[int]) -> int:
-        """Make the cache a prefix of ``prompt_ids`` and return how many ids it holds.
-
-        At least one prompt token is always left to prefill, since generation needs the
-        logits of the last prompt token.
-
-        Args:
-            prompt_ids: The full prompt of the coming turn.
-
-        Returns:
-            The number of prompt tokens reused from the cache.
-        """
-        reuse = common_prefix_length(self.token_ids, prompt_ids)
-        return self.keep_at_most(min(reuse, len(prompt_ids) - 1))
-
-    def keep_at_most(self, keep: int) -> int:
-        """Drop every entry after the first ``keep``; return how many are kept.
-
-        A cache that cannot drop its newest entries starts over empty instead.
-        """
-        if keep < self.offset:
-            if not self.can_trim():
-                self.reset()
-                return 0
-            self.trim_to(keep)
-        return min(keep, self.offset)
-
     def reconcile(self, ids: list[int]) -> None:
         """Record ``ids`` as the cache's content, fixing any off-by-one at the end.
 
@@ -225,7 +308,7 @@ class ConversationCache:
         held = self.offset
         if held > len(ids):
             self.token_ids = list(ids)
-            self.trim_to(len(ids))
+            self.rewind(len(ids))
         else:
             self.token_ids = list(ids[:held])
         self.sync_positions()
@@ -235,6 +318,7 @@ class ConversationCache:
         self.layers = make_prompt_cache(self.model)
         self.token_ids = []
         self.positions = []
+        self.checkpoints.clear()
 
     def clone(self) -> ConversationCache:
         """Return an independent deep copy (plain copies share MLX buffers)."""
@@ -244,7 +328,54 @@ class ConversationCache:
         twin.layers = copy.deepcopy(self.layers)
         twin.token_ids = list(self.token_ids)
         twin.positions = list(self.positions)
+        twin.checkpoints = self.checkpoints.copy()
+        twin.last_rewind = self.last_rewind
+        twin.dense_view = self.dense_view
         return twin
+
+    # -- prefixes --------------------------------------------------------------------
+
+    def layers_at(self, length: int) -> list | None:
+        """Independent entries holding exactly the first ``length`` tokens, or None.
+
+        Full-attention entries are sliced; bounded entries come from the checkpoint at
+        exactly ``length`` (there is none unless one was taken at that boundary).
+        Used to store a prefix (the system prompt) in the prefix cache.
+        """
+        if length <= 0 or length > self.offset:
+            return None
+        if self.contiguous_prefix() < length:
+            return None  # spliced: the entries are not at their natural positions
+        saved = self.checkpoints.at(length) if self.has_bounded_layers else None
+        if self.has_bounded_layers and saved is None:
+            return None
+        result = []
+        for index, layer in enumerate(self.layers):
+            if is_bounded(layer):
+                result.append(cache_layers.restore(saved.snapshots[index]))
+            else:
+                result.append(cache_layers.sliced_copy(layer, length))
+        mx.eval([layer.state for layer in result if not layer.empty()])
+        return result
+
+    def adopt(self, layers: list, token_ids: list[int]) -> None:
+        """Replace the content with ``layers`` holding ``token_ids`` (a stored prefix).
+
+        The layers are copied; entries this model must hand attention dense arrays
+        are re-wrapped, and a checkpoint is taken at the prefix boundary so later
+        rewinds can come back to it.
+        """
+        self.layers = [
+            cache_layers.adapted(layer, index in self.dense_view)
+            for index, layer in enumerate(copy.deepcopy(layers))
+        ]
+        self.token_ids = list(token_ids)
+        self.positions = []
+        self.sync_positions()
+        self.checkpoints.clear()
+        self.checkpoint()
+
+    # -- splicing --------------------------------------------------------------------
 
     def can_splice(self) -> bool:
         """True when entries can be dropped from the middle of this cache."""
@@ -271,10 +402,7 @@ class ConversationCache:
         """
         held = self.offset
         if not self.can_splice():
-            kinds = sorted({type(layer).__name__ for layer in self.layers})
-            raise SpliceUnsupported(
-                f"this model's cache ({', '.join(kinds)}) cannot be spliced"
-            )
+            raise SpliceUnsupported(_unspliceable_reason(self.layers))
         if not 0 < keep <= drop_until <= held:
             raise ValueError(
                 f"bad splice span keep={keep} drop_until={drop_until} held={held}"
@@ -328,6 +456,22 @@ class ConversationCache:
     def evaluate(self) -> None:
         """Force pending cache computations (before timing or measuring memory)."""
         mx.eval([layer.state for layer in self.layers if not layer.empty()])
+
+
+def _unspliceable_reason(layers: list) -> str:
+    kinds = {cache_layers.layer_kind(layer) for layer in layers}
+    reasons = []
+    if "sliding_attention" in kinds:
+        reasons.append("sliding-window layers (RotatingKVCache)")
+    if "constant_state" in kinds:
+        reasons.append("recurrent layers (ArraysCache)")
+    if not reasons:
+        names = sorted({type(layer).__name__ for layer in layers})
+        return f"this model's cache ({', '.join(names)}) cannot be spliced"
+    return (
+        f"this model's cache has {' and '.join(reasons)}, which cannot drop tokens "
+        "from the middle; it is rebuilt from the nearest state checkpoint"
+    )
 
 
 def layer_head_dim(model: nn.Module) -> int | None:

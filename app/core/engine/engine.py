@@ -368,6 +368,9 @@ class Engine(EngineThread):
                 emit=handle._put,
                 reuse_source=source,
                 started=started,
+                # The system prompt's end: where trims rebuild from and prefixes come
+                # from, for caches with sliding-window or recurrent layers.
+                checkpoint_at=(prefix_len,) if prefix_len else (),
             )
             try:
                 prefix_reuse.remember_prefix(

@@ -44,6 +44,37 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class LayerGroup:
+    """Cache entries of one kind held at one precision (for meters and reports).
+
+    A model's cache mixes kinds: full-attention layers grow with every token and are
+    the ones quantized; sliding-window layers hold at most their window and recurrent
+    layers a constant state, both kept at the activation dtype.
+
+    Attributes:
+        kind: ``full_attention``, ``sliding_attention`` or ``constant_state`` (the
+            values of `app.core.budget.layers.LayerKind`), or ``other``.
+        count: Cache entries of this kind at this precision.
+        bits: 8 or 4 when quantized; 16 means unquantized (stored in ``dtype``).
+        group_size: Quantization group size, or None when unquantized.
+        dtype: Element dtype of unquantized storage (``float32``, ``bfloat16``, ...;
+            ``float32+bfloat16`` for a state with parts in both), or of the scales
+            when quantized; empty while the entries hold nothing.
+        nbytes: Bytes these entries hold now.
+        tokens: Tokens each entry holds (a sliding window caps it); None for a
+            constant state.
+    """
+
+    kind: str
+    count: int
+    bits: int
+    group_size: int | None
+    dtype: str
+    nbytes: int
+    tokens: int | None
+
+
+@dataclass(frozen=True)
 class PrefillProgress:
     """Prompt processing progress for long prompts.
 
@@ -74,10 +105,17 @@ class GenerationEvent:
         tokens_per_s: Decode speed so far (tokens after the first, per second).
         peak_memory_bytes: MLX peak memory since the turn started.
         context_tokens: Tokens now held in the KV cache.
-        kv_bytes: Bytes the KV cache holds now.
-        kv_bits: KV precision in use (16, 8 or 4).
+        kv_bytes: Bytes the KV cache holds now (every layer kind).
+        kv_bits: KV precision of the growing (full-attention) layers: 16, 8 or 4.
         finish_reason: ``None`` while streaming, then ``"stop"``, ``"length"`` or
             ``"cancelled"``.
+        kv_layers: Which cache entries are at which precision (`LayerGroup`s); set
+            on the final event.
+        checkpoint_bytes: Bytes of the recurrent/sliding state checkpoints kept for
+            turn reuse (0 for models whose every layer can be trimmed); final event.
+        rewind: How the cache was brought back to the reused prefix: ``none``,
+            ``trim`` (newest entries dropped, exact), ``checkpoint`` (restored from
+            the state checkpoint at the reused length) or ``reset``.
     """
 
     text: str
@@ -94,6 +132,9 @@ class GenerationEvent:
     kv_bytes: int
     kv_bits: int
     finish_reason: FinishReason | None = None
+    kv_layers: tuple[LayerGroup, ...] = ()
+    checkpoint_bytes: int = 0
+    rewind: str = "none"
 
     @property
     def finished(self) -> bool:

@@ -1,14 +1,23 @@
 """One turn of generation on a conversation cache, streamed as `GenerationEvent`s.
 
-Runs on the engine thread only. The cache is left consistent whatever happens: after a
-normal finish, a cancel (checked after every token and between prefill chunks) or an
-exception, its recorded token ids are exactly the entries it holds.
+Runs on the engine thread only. The prompt is prefilled here, chunk by chunk, rather
+than inside mlx-lm's ``generate_step``, for two reasons: the chunks can end exactly at
+the boundaries where the cache's bounded entries (sliding windows, recurrent state) are
+checkpointed, and the full-attention entries are quantized after every chunk by
+`ConversationCache.quantize`, which leaves the bounded ones alone (``generate_step``'s
+own ``kv_bits`` would call ``RotatingKVCache.to_quantized``, which raises). Only the
+last prompt token goes through ``generate_step``, which then decodes.
+
+The cache is left consistent whatever happens: after a normal finish, a cancel (checked
+after every token and between prefill chunks) or an exception, its recorded token ids
+are exactly the entries it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -26,7 +35,7 @@ PREFILL_STEP = 512
 
 
 class _Cancelled(Exception):
-    """Raised inside the prefill callback to stop a cancelled turn early."""
+    """Raised inside the prefill to stop a cancelled turn early."""
 
 
 @dataclass
@@ -35,6 +44,57 @@ class TurnOutcome:
 
     generated_ids: list[int]
     last_event: GenerationEvent
+
+
+def prefill_range(
+    model,
+    cache: ConversationCache,
+    ids: list[int],
+    end: int,
+    *,
+    checkpoint_at: Iterable[int] = (),
+    on_chunk: Callable[[int], None] = lambda _: None,
+) -> int:
+    """Run ``ids[cache.offset:end]`` through the model in chunks.
+
+    Chunks end at every position of ``checkpoint_at`` in range (and at ``end``), where
+    the bounded entries are checkpointed; the full-attention entries are quantized
+    after every chunk as ``cache.kv`` asks.
+
+    Args:
+        model: The model.
+        cache: The cache; its ``token_ids`` must be a prefix of ``ids``.
+        ids: Every token the cache should hold once done (and more).
+        end: Prefill up to this many tokens in total.
+        checkpoint_at: Lengths at which to checkpoint (only where the cache has
+            bounded entries; a checkpoint is always taken at ``end`` then).
+        on_chunk: Called with the tokens processed so far after every chunk; may
+            raise to stop (the cache stays consistent).
+
+    Returns:
+        Tokens run through the model.
+    """
+    start = cache.offset
+    stops = {end}
+    if cache.has_bounded_layers:
+        stops.update(p for p in checkpoint_at if start < p < end)
+    done = 0
+    position = start
+    for stop in sorted(s for s in stops if s > start):
+        while position < stop:
+            chunk = ids[position : min(position + PREFILL_STEP, stop)]
+            model(mx.array(chunk)[None], cache=cache.layers)
+            cache.quantize()
+            cache.evaluate()
+            position += len(chunk)
+            done += len(chunk)
+            cache.token_ids = ids[:position]
+            cache.sync_positions()
+            if position == stop:
+                cache.checkpoint()
+            on_chunk(done)
+        mx.clear_cache()
+    return done
 
 
 def run_turn(
@@ -48,6 +108,7 @@ def run_turn(
     emit: Callable[[object], None],
     reuse_source: str = "memory",
     started: float | None = None,
+    checkpoint_at: Iterable[int] = (),
 ) -> TurnOutcome:
     """Generate a reply to ``prompt_ids`` on ``cache`` and stream events to ``emit``.
 
@@ -61,6 +122,9 @@ def run_turn(
         emit: Receives `PrefillProgress` and `GenerationEvent` objects in order.
         reuse_source: Label for where the reused prefix came from.
         started: ``time.perf_counter()`` when the request was made (default: now).
+        checkpoint_at: Message boundaries (token counts) where the bounded entries
+            are checkpointed besides the end of the prompt and of the reply, e.g.
+            the end of the system prompt.
 
     Returns:
         The generated ids and the final event.
@@ -69,7 +133,9 @@ def run_turn(
         raise ValueError("prompt_ids must not be empty")
     started = time.perf_counter() if started is None else started
     mx.reset_peak_memory()
+    cache.kv = kv
     reused = cache.prepare_for(prompt_ids)
+    rewind = cache.last_rewind
     remainder = prompt_ids[reused:]
     tokenizer = loaded.tokenizer
     eos_ids = set(tokenizer.eos_token_ids)
@@ -77,26 +143,19 @@ def run_turn(
         mx.random.seed(sampling.seed)
     sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p)
     prefill_done_at: list[float] = []
+    total = len(remainder)
 
-    def on_progress(processed: int, total: int) -> None:
-        if processed >= total and not prefill_done_at:
-            prefill_done_at.append(time.perf_counter())
-        emit(PrefillProgress(processed=processed, total=total))
-        if processed < total and is_cancelled():
+    def on_chunk(done: int) -> None:
+        emit(PrefillProgress(processed=done, total=total))
+        if is_cancelled():
             raise _Cancelled
 
-    steps = generate_step(
-        mx.array(remainder),
-        loaded.model,
-        max_tokens=sampling.max_tokens,
-        sampler=sampler,
-        prompt_cache=cache.layers,
-        prefill_step_size=PREFILL_STEP,
-        kv_bits=kv.bits if kv.quantized else None,
-        kv_group_size=kv.group_size,
-        quantized_kv_start=kv.quantized_kv_start,
-        prompt_progress_callback=on_progress,
-    )
+    def on_last_token(processed: int, count: int) -> None:
+        # generate_step reports (0, 1) before and (1, 1) after the last prompt token.
+        if processed >= count and not prefill_done_at:
+            prefill_done_at.append(time.perf_counter())
+            emit(PrefillProgress(processed=total, total=total))
+
     detokenizer = tokenizer.detokenizer
     detokenizer.reset()
     generated: list[int] = []
@@ -109,6 +168,7 @@ def run_turn(
         decode_tokens = max(len(generated) - 1, 0)
         decode_time = now - first
         prefill_end = prefill_done_at[0] if prefill_done_at else first
+        final = finish_reason is not None
         return GenerationEvent(
             text=text,
             generated_tokens=len(generated),
@@ -124,12 +184,35 @@ def run_turn(
             kv_bytes=cache.nbytes,
             kv_bits=cache.bits_in_use if cache.offset else kv.bits,
             finish_reason=finish_reason,
+            kv_layers=cache.layer_groups() if final else (),
+            checkpoint_bytes=cache.checkpoint_nbytes if final else 0,
+            rewind=rewind,
         )
 
+    steps = None
     try:
+        prefill_range(
+            loaded.model,
+            cache,
+            prompt_ids,
+            len(prompt_ids) - 1,
+            checkpoint_at=checkpoint_at,
+            on_chunk=on_chunk,
+        )
+        steps = generate_step(
+            mx.array(prompt_ids[-1:]),
+            loaded.model,
+            max_tokens=sampling.max_tokens,
+            sampler=sampler,
+            prompt_cache=cache.layers,
+            prefill_step_size=PREFILL_STEP,
+            prompt_progress_callback=on_last_token,
+        )
         for token, _ in steps:
             if first_token_at is None:
                 first_token_at = time.perf_counter()
+            # Between tokens: generate_step reads the same list on its next step.
+            cache.quantize()
             generated.append(int(token))
             if token in eos_ids:
                 finish = "stop"
@@ -145,10 +228,13 @@ def run_turn(
     except _Cancelled:
         finish = "cancelled"
     finally:
-        steps.close()
+        if steps is not None:
+            steps.close()
         # The generator evaluates one step ahead; settle it before reading the cache.
         cache.evaluate()
         cache.reconcile(prompt_ids + generated)
+    # The end of the reply is where the next turn resumes.
+    cache.checkpoint()
     detokenizer.finalize()
     final = make_event(detokenizer.last_segment, finish)
     emit(final)
@@ -164,10 +250,12 @@ def prefill_only(
     is_cancelled: Callable[[], bool] = lambda: False,
     emit: Callable[[object], None] = lambda _: None,
     exact: bool = False,
+    checkpoint_at: Iterable[int] = (),
 ) -> tuple[int, int]:
     """Fill ``cache`` with ``ids`` (reusing its matching prefix) without generating.
 
-    Used to rebuild a trimmed conversation and to warm prefixes.
+    Used to rebuild a trimmed conversation and to warm prefixes. The bounded entries
+    are checkpointed at the end (where the next turn resumes) and at ``checkpoint_at``.
 
     Args:
         loaded: The model.
@@ -178,31 +266,33 @@ def prefill_only(
         emit: Receives `PrefillProgress` events.
         exact: Reuse only entries at their natural positions, so the result equals a
             fresh prefill even after splices (a "rebuild").
+        checkpoint_at: Further lengths at which to checkpoint.
 
     Returns:
         (tokens reused, tokens computed).
     """
-    from mlx_lm.generate import maybe_quantize_kv_cache
-
+    cache.kv = kv
     reused = common_prefix_length(cache.token_ids, ids)
     if exact:
         reused = min(reused, cache.contiguous_prefix())
     reused = cache.keep_at_most(reused)
-    remainder = ids[reused:]
-    done = 0
-    while done < len(remainder):
-        chunk = remainder[done : done + PREFILL_STEP]
-        loaded.model(mx.array(chunk)[None], cache=cache.layers)
-        if kv.quantized:
-            maybe_quantize_kv_cache(
-                cache.layers, kv.quantized_kv_start, kv.group_size, kv.bits
-            )
-        cache.evaluate()
-        done += len(chunk)
-        cache.token_ids = ids[: reused + done]
-        cache.sync_positions()
-        emit(PrefillProgress(processed=done, total=len(remainder)))
+    total = len(ids) - reused
+    computed = [0]
+
+    def on_chunk(done: int) -> None:
+        computed[0] = done
+        emit(PrefillProgress(processed=done, total=total))
         if is_cancelled():
-            break
+            raise _Cancelled
+
+    with contextlib.suppress(_Cancelled):  # stopped between chunks: still consistent
+        prefill_range(
+            loaded.model,
+            cache,
+            ids,
+            len(ids),
+            checkpoint_at=checkpoint_at,
+            on_chunk=on_chunk,
+        )
     mx.clear_cache()
-    return reused, done
+    return reused, computed[0]

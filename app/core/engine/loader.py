@@ -8,6 +8,7 @@ a `ModelLoadError` that names the folder and what is wrong.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,12 @@ import mlx.nn as nn
 
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
+from app.core.engine.weights_check import check_layers_present, shorten
 from app.core.errors import ModelLoadError
 from app.core.model_identity import model_identity  # re-exported for the engine
+
+# A module name under mlx_lm.models: nothing that could reach outside it.
+_MODEL_TYPE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass
@@ -58,19 +63,33 @@ def read_config(folder: Path) -> dict:
         raise ModelLoadError(f"config.json in {folder} cannot be read: {exc}") from exc
     if not isinstance(config, dict) or "model_type" not in config:
         raise ModelLoadError(f"config.json in {folder} does not name a model_type.")
+    model_type = config["model_type"]
+    if not isinstance(model_type, str) or not _MODEL_TYPE.match(model_type):
+        raise ModelLoadError(
+            f"config.json in {folder} has an invalid model_type "
+            f"{shorten(repr(model_type), 60)}."
+        )
     return config
 
 
 def _check_architecture(folder: Path, config: dict) -> None:
+    """Refuse a model_type mlx-lm has no model class for.
+
+    mlx-lm imports ``mlx_lm.models.<model_type>``, and some of those modules are
+    helpers, not models (``cache``, ``base``): they import fine and have no ``Model``.
+    """
     from mlx_lm.utils import _get_classes
 
     try:
-        _get_classes(config)
-    except ValueError as exc:
+        model_class, args_class = _get_classes(config)
+        usable = isinstance(model_class, type) and isinstance(args_class, type)
+    except Exception:  # ValueError for unknown types, AttributeError for helpers
+        usable = False
+    if not usable:
         raise ModelLoadError(
             f"Model folder {folder}: architecture {config.get('model_type')!r} is not "
             "supported by the installed mlx-lm."
-        ) from exc
+        )
 
 
 def load_model_folder(folder: str | Path) -> LoadedModel:
@@ -98,6 +117,9 @@ def load_model_folder(folder: str | Path) -> LoadedModel:
             f"Model folder {folder} has no tokenizer (tokenizer.json)."
         )
 
+    # Before mlx-lm builds anything: it instantiates every declared layer first.
+    check_layers_present(folder, config)
+
     from mlx_lm.utils import load_model, load_tokenizer
 
     started = time.perf_counter()
@@ -105,13 +127,15 @@ def load_model_folder(folder: str | Path) -> LoadedModel:
         model, config = load_model(folder)
     except Exception as exc:  # mlx-lm raises many kinds for bad weight files
         raise ModelLoadError(
-            f"Weights in {folder} cannot be loaded ({type(exc).__name__}: {exc})."
+            f"Weights in {folder} cannot be loaded "
+            f"({type(exc).__name__}: {shorten(str(exc))})."
         ) from exc
     try:
         tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"))
     except Exception as exc:
         raise ModelLoadError(
-            f"Tokenizer in {folder} cannot be loaded ({type(exc).__name__}: {exc})."
+            f"Tokenizer in {folder} cannot be loaded "
+            f"({type(exc).__name__}: {shorten(str(exc))})."
         ) from exc
     if not tokenizer.has_chat_template:
         raise ModelLoadError(

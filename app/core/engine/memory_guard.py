@@ -15,20 +15,30 @@ from pathlib import Path
 import psutil
 
 from app.core.budget.device_budget import DeviceBudget
+from app.core.budget.kv_budget import ALLOCATION_STEP, bytes_per_token
 from app.core.budget.memory_budget import (
     BudgetSettings,
     check_model_fits,
     check_request_fits,
     memory_budget_bytes,
 )
+from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
 from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
-from app.core.errors import ModelLoadError
+from app.core.engine.weights_check import check_layers_present
+from app.core.errors import BudgetError, ModelLoadError
 from app.core.generation_settings import KVSettings
 
+# The most compact KV precisions first: a model refused at these cannot run at all.
+COMPACT_FIRST = ((4, 128), (4, 64), (4, 32), (8, 32), (16, 64))
+
 logger = logging.getLogger(__name__)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
 
 
 def settings_or_default(settings: BudgetSettings | None) -> BudgetSettings:
@@ -41,26 +51,68 @@ def total_memory() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def estimated_resident_weights(folder: Path) -> int:
-    """Bytes the weights will take once loaded on this backend (from headers only)."""
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    return resident_weights_bytes(
-        folder, config, profile_for_backend(backend.uses_metal())
-    )
-
-
 def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
-    """Refuse, with the numbers, a model whose weights alone exceed the budget.
+    """Refuse, with the numbers, a model that cannot work in the budget.
 
-    Folders that cannot be judged here (missing files) are left to the loader, which
-    explains what is wrong with them.
+    Refused: a config.json declaring more layers than its weights hold (mlx-lm
+    would build them all before noticing), weights that alone exceed the budget, and
+    a model with no room left for even one 256-token step of KV cache at the most
+    compact precision. Folders that cannot be judged here (missing files) are left
+    to the loader, which explains what is wrong with them.
+
+    Raises:
+        ModelLoadError: The config does not match the weights.
+        BudgetError: The model does not fit.
     """
     folder = Path(folder).expanduser()
     try:
-        estimate = estimated_resident_weights(folder)
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            return
+    except (OSError, ValueError):
+        return
+    check_layers_present(folder, config)
+    try:
+        estimate = resident_weights_bytes(
+            folder, config, profile_for_backend(backend.uses_metal())
+        )
     except (OSError, ValueError, ModelLoadError):
         return
     check_model_fits(total_memory(), estimate, settings)
+    _check_room_for_context(folder, estimate, settings)
+
+
+def _check_room_for_context(
+    folder: Path, weights_bytes: int, settings: BudgetSettings
+) -> None:
+    try:
+        geometry = read_geometry(folder)
+    except ModelLoadError:
+        return  # the loader explains a config it cannot use
+    act = profile_for_backend(backend.uses_metal()).act_dtype_bytes
+    best: int | None = None
+    for bits, group in COMPACT_FIRST:
+        try:
+            tokens = context_that_fits(
+                total_memory(),
+                weights_bytes,
+                geometry,
+                bits,
+                group,
+                settings,
+                act_dtype_bytes=act,
+            )
+        except ValueError:  # a group that does not divide this model's head size
+            continue
+        best = tokens
+        break
+    if best == 0:
+        raise BudgetError(
+            f"Model {folder.name}: after its weights, the memory budget leaves no room "
+            f"for even {ALLOCATION_STEP} tokens of KV cache at {bits}-bit "
+            f"({_mib(bytes_per_token(geometry, bits, group, act))} per token). Choose a "
+            "smaller model or raise the memory cap in Settings."
+        )
 
 
 def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget | None:

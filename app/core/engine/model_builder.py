@@ -2,10 +2,12 @@
 
 Swapless is tested and benchmarked against real mlx-lm models, but this machine (and CI)
 cannot download one. `build_model` writes a folder that ``mlx_lm.load`` loads unchanged:
-``config.json`` for a llama or qwen2 architecture, ``model.safetensors`` with random
-weights (deterministic from a seed), and a byte-level BPE tokenizer with a ChatML chat
-template, trained on local text by `tokenizer_training`. The replies of such a model are
-noise; ``config.json`` says so under ``swapless_builder`` so the app can tell the user.
+``config.json`` for one of the architectures of `arch_configs` (llama and qwen2, and the
+sliding-window and hybrid families people run now: Gemma 3/4, gpt-oss, Qwen3, Qwen3.5,
+Qwen3-Next, Granite 4.0-H, LFM2), ``model.safetensors`` with random weights
+(deterministic from a seed), and a byte-level BPE tokenizer with a ChatML chat template,
+trained on local text by `tokenizer_training`. The replies of such a model are noise;
+``config.json`` says so under ``swapless_builder`` so the app can tell the user.
 
 Weights are created through the mlx-lm model class of the architecture, so parameter
 names are exactly the ones ``mlx_lm.load`` expects, and quantized the way
@@ -47,10 +49,17 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.utils import _get_classes, quantize_model, save_config, save_model
 
-from app.core.engine.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
+from app.core.engine.arch_configs import ARCH_SPECS, ARCHES, architecture_config
+from app.core.engine.tokenizer_training import (
+    ENDOFTEXT,
+    IM_END,
+    QWEN2_PRETOKENIZE_REGEX,
+    QWEN3_5_PRETOKENIZE_REGEX,
+    write_tokenizer,
+)
 
 ALLOWED_BITS = (4, 8, 16)
-ARCHES = ("llama", "qwen2")
+__all__ = ["ALLOWED_BITS", "ARCHES", "GROUP_SIZE", "SHAPES", "build_model"]
 # mlx_lm.convert's default for affine quantization; every shape's input sizes divide it.
 GROUP_SIZE = 64
 # GPT-2/Llama-style scale: with unit norms, activations stay finite through 24 layers.
@@ -61,20 +70,14 @@ INIT_STD = 0.02
 _UNIFORM_BOUND = INIT_STD * 3**0.5
 # Real HF checkpoints of these families are bfloat16; mlx_lm.convert keeps that dtype.
 WEIGHT_DTYPE = mx.bfloat16
-
-# What HF writes for each architecture besides the geometry.
-_ARCH_FIELDS = {
-    "llama": {
-        "architectures": ["LlamaForCausalLM"],
-        "rms_norm_eps": 1e-5,
-        "attention_bias": False,
-        "mlp_bias": False,
-    },
-    "qwen2": {
-        "architectures": ["Qwen2ForCausalLM"],
-        "rms_norm_eps": 1e-6,
-        "use_sliding_window": False,
-    },
+# Recurrent layers (Gated DeltaNet, Mamba-2) decay their state by exp(-exp(A_log) *
+# softplus(dt + dt_bias)) per token. Noise-sized values would forget within a token or
+# two; these keep a half-life of about 20 tokens, so the state carries the history
+# across a message and a wrong state shows in the logits. D = 1 is Mamba's own skip.
+_RECURRENT_VALUES = {"A_log": -3.0, "dt_bias": 0.0, "D": 1.0}
+_SPLIT_REGEXES = {
+    "qwen2": QWEN2_PRETOKENIZE_REGEX,
+    "qwen3_5": QWEN3_5_PRETOKENIZE_REGEX,
 }
 
 
@@ -83,7 +86,7 @@ class Shape:
     """The geometry of a buildable model.
 
     Attributes:
-        arch: The default architecture, ``llama`` or ``qwen2``.
+        arch: The default architecture (a key of `arch_configs.ARCH_SPECS`).
         num_hidden_layers: Transformer blocks.
         hidden_size: Residual width. mlx-lm's qwen2 derives the head size as
             ``hidden_size // num_attention_heads`` and ignores ``head_dim``, so a qwen2
@@ -100,6 +103,8 @@ class Shape:
         max_position_embeddings: Context length.
         rope_theta: RoPE base frequency.
         purpose: What the shape is for, shown in help texts.
+        sliding_window: Tokens a sliding-window layer keeps (architectures with
+            sliding layers only).
     """
 
     arch: str
@@ -114,6 +119,7 @@ class Shape:
     max_position_embeddings: int
     rope_theta: float
     purpose: str
+    sliding_window: int = 512
 
 
 SHAPES: dict[str, Shape] = {
@@ -132,6 +138,8 @@ SHAPES: dict[str, Shape] = {
         max_position_embeddings=16384,
         rope_theta=10000.0,
         purpose="unit tests: builds in about a second, decodes hundreds of tokens/s",
+        # Small enough that a test conversation slides past it within a few turns.
+        sliding_window=64,
     ),
     "small": Shape(
         arch="llama",
@@ -146,6 +154,7 @@ SHAPES: dict[str, Shape] = {
         max_position_embeddings=32768,
         rope_theta=500000.0,
         purpose="benchmarks that must finish in seconds",
+        sliding_window=256,
     ),
     # Qwen2.5-0.5B's geometry, full 151936-row embedding included: memory and speed
     # figures match the real model even though the tokenizer is much smaller.
@@ -171,7 +180,7 @@ def model_config(shape: str, arch: str | None = None, seed: int = 0) -> dict:
 
     Args:
         shape: A key of `SHAPES`.
-        arch: ``llama`` or ``qwen2``; None for the shape's default.
+        arch: A key of `arch_configs.ARCH_SPECS`; None for the shape's default.
         seed: Recorded in the ``swapless_builder`` marker.
 
     Returns:
@@ -186,56 +195,45 @@ def model_config(shape: str, arch: str | None = None, seed: int = 0) -> dict:
         )
     geometry = SHAPES[shape]
     arch = geometry.arch if arch is None else arch
-    if arch not in ARCHES:
+    if arch not in ARCH_SPECS:
         raise ValueError(
             f"unknown architecture {arch!r}; allowed architectures: {', '.join(ARCHES)}"
         )
-    hidden_size = geometry.hidden_size
-    if arch == "qwen2":
-        hidden_size = geometry.num_attention_heads * geometry.head_dim
-    return {
-        "model_type": arch,
-        **_ARCH_FIELDS[arch],
-        "hidden_act": "silu",
-        "hidden_size": hidden_size,
-        "num_hidden_layers": geometry.num_hidden_layers,
-        "num_attention_heads": geometry.num_attention_heads,
-        "num_key_value_heads": geometry.num_key_value_heads,
-        "head_dim": geometry.head_dim,
-        "intermediate_size": geometry.intermediate_size,
-        "vocab_size": geometry.vocab_size,
-        "max_position_embeddings": geometry.max_position_embeddings,
-        "rope_theta": geometry.rope_theta,
-        "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
-        "swapless_builder": {
-            "shape": shape,
-            "arch": arch,
-            "seed": seed,
-            "random_weights": True,
-        },
+    config = architecture_config(ARCH_SPECS[arch], geometry)
+    config["swapless_builder"] = {
+        "shape": shape,
+        "arch": arch,
+        "seed": seed,
+        "random_weights": True,
     }
+    return config
 
 
 def _random_parameters(model: nn.Module, seed: int) -> dict:
     """Return a random parameter tree for ``model``, deterministic from ``seed``.
 
-    Norm scales are 1; everything else (weights and biases) is uniform with standard
-    deviation `INIT_STD`, drawn in float32 and rounded to bfloat16. Each
-    parameter gets its own key, split from the seed in sorted-name order, so a value
-    never depends on how MLX schedules the others.
+    Norm scales are 1 (every module whose class is a norm, mlx's or a model's own
+    gated one); the decay parameters of recurrent layers get `_RECURRENT_VALUES`;
+    everything else (weights and biases) is uniform with standard deviation
+    `INIT_STD`, drawn in float32 and rounded to bfloat16. Each parameter gets its own
+    key, split from the seed in sorted-name order, so a value never depends on how MLX
+    schedules the others.
     """
     norms = {
         f"{path}.weight"
         for path, module in model.named_modules()
         if isinstance(module, nn.RMSNorm | nn.LayerNorm)
+        or "Norm" in type(module).__name__
     }
     flat = sorted(tree_flatten(model.parameters()), key=lambda item: item[0])
     keys = mx.random.split(mx.random.key(seed), len(flat))
     parameters = []
     for index, (name, value) in enumerate(flat):
+        leaf = name.rsplit(".", 1)[-1]
         if name in norms:
             new = mx.ones(value.shape, dtype=WEIGHT_DTYPE)
+        elif leaf in _RECURRENT_VALUES:
+            new = mx.full(value.shape, _RECURRENT_VALUES[leaf], dtype=WEIGHT_DTYPE)
         else:
             new = mx.random.uniform(
                 -_UNIFORM_BOUND, _UNIFORM_BOUND, value.shape, key=keys[index]
@@ -268,7 +266,7 @@ def build_model(
         bits: 16 for dense bfloat16 weights, 8 or 4 for weights quantized as
             ``mlx_lm.convert -q`` does (affine, group size 64).
         seed: Seed of the weights; the same seed gives byte-identical weights.
-        arch: ``llama`` or ``qwen2`` to override the shape's architecture.
+        arch: An architecture of `arch_configs.ARCHES` to override the shape's.
 
     Returns:
         The model folder.
@@ -303,6 +301,9 @@ def build_model(
             staging,
             SHAPES[shape].tokenizer_vocab_size,
             SHAPES[shape].max_position_embeddings,
+            _SPLIT_REGEXES[
+                ARCH_SPECS[config["swapless_builder"]["arch"]].tokenizer_split
+            ],
         )
         config["bos_token_id"] = tokenizer.token_to_id(ENDOFTEXT)
         # mlx_lm.load reads the stop tokens from here as well as from the tokenizer.

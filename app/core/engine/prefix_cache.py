@@ -1,34 +1,44 @@
 """Reuse the KV of shared prefixes (system prompts, tool text) across conversations.
 
 A prefix entry is keyed by a hash of the model identity, the cache precision and the
-prefix token ids, so a changed model or precision never reuses stale KV. Entries live in
+prefix token ids, so a changed model or precision never reuses stale KV. It holds every
+kind of cache entry: full-attention keys and values sliced at the prefix boundary, and
+the sliding windows and recurrent state as they were at that boundary (the state
+checkpoint the engine takes at the end of the system prompt). Entries live in
 memory (LRU, byte cap) and on disk under SWAPLESS_HOME as safetensors (mlx-lm's
 ``save_prompt_cache`` with our own metadata: nothing in the file ties it to a model
-otherwise), within a disk cap enforced by LRU eviction at every write. A corrupt or
-truncated file is deleted and the prefix recomputed; entries of models that no longer
-exist are removed. Under memory pressure the in-memory entries are the first to go.
+otherwise), within a disk cap enforced by LRU eviction at every write. A write that
+would leave the disk nearly full is skipped, and one that fails (MLX raises
+RuntimeError on a full disk) loses only that disk copy: its partial file is deleted at
+once, or by the next start if the process died. A corrupt or truncated file is deleted
+and the prefix recomputed; entries of models that no longer exist are removed. Under
+memory pressure the in-memory entries are the first to go.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
+import logging
 import os
+import shutil
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_map
 from mlx_lm.models.cache import (
+    ArraysCache,
     KVCache,
     QuantizedKVCache,
+    RotatingKVCache,
     load_prompt_cache,
     save_prompt_cache,
 )
 
+from app.core import partial_files, private_files
+from app.core.engine import cache_layers
 from app.core.engine.prefix_cache_settings import PrefixCacheSettings
 from app.core.generation_settings import KVSettings
 
@@ -42,6 +52,10 @@ __all__ = [
 
 FORMAT = "swapless-prefix-v1"
 SUFFIX = ".safetensors"
+# How version 0.1 named a file being written ("<key>.safetensors.tmp.safetensors").
+LEGACY_TEMPORARY = "*.tmp*"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,30 +96,47 @@ def read_metadata(path: Path) -> dict | None:
     return ours if ours.get("format") == FORMAT else None
 
 
+def _is_temporary(path: Path) -> bool:
+    return partial_files.is_partial(path) or ".tmp" in path.name
+
+
 def _slice_layers(layers: list, length: int) -> list:
-    """Copy the first ``length`` entries of each layer into fresh, independent caches."""
-    sliced = []
-    for layer in layers:
-        keys, values = tree_map(
-            lambda x: x[..., :length, :], (layer.keys, layer.values)
-        )
-        keys, values = copy.deepcopy(keys), copy.deepcopy(values)
-        if isinstance(layer, QuantizedKVCache):
-            twin = QuantizedKVCache(group_size=layer.group_size, bits=layer.bits)
-        else:
-            twin = KVCache()
-        twin.keys, twin.values, twin.offset = keys, values, length
-        sliced.append(twin)
-    mx.eval([layer.state for layer in sliced])
+    """Copy the first ``length`` tokens of each layer into fresh, independent caches.
+
+    Full-attention entries are sliced (into mlx-lm's own ``KVCache`` /
+    ``QuantizedKVCache``, so the file loads anywhere); sliding-window and recurrent
+    entries are copied whole, so they must already hold exactly ``length`` tokens
+    (`ConversationCache.layers_at` takes them from the checkpoint at the boundary).
+    """
+    sliced = [
+        cache_layers.restore(cache_layers.snapshot(layer))
+        if cache_layers.is_bounded(layer)
+        else cache_layers.sliced_copy(layer, length)
+        for layer in layers
+    ]
+    mx.eval([layer.state for layer in sliced if not layer.empty()])
     return sliced
 
 
 def cacheable(layers: list) -> bool:
-    """True when the layers are plain or quantized KV caches with contiguous positions."""
+    """True when every entry is of a kind a prefix file can hold, and none is empty.
+
+    Full attention (plain or quantized, with contiguous positions), sliding windows and
+    recurrent state: all are saved and loaded by mlx-lm's ``save_prompt_cache`` under
+    their own class names.
+    """
     return bool(layers) and all(
-        type(layer) in (KVCache, QuantizedKVCache) and layer.keys is not None
-        for layer in layers
+        type(layer) in _CACHEABLE and not layer.empty() for layer in layers
     )
+
+
+_CACHEABLE = (
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+    ArraysCache,
+    cache_layers.DenseViewQuantizedKVCache,
+)
 
 
 class PrefixCache:
@@ -143,7 +174,11 @@ class PrefixCache:
         return sum(path.stat().st_size for path in self._files())
 
     def _files(self) -> list[Path]:
-        return [p for p in self.folder.glob(f"*{SUFFIX}") if p.is_file()]
+        return [
+            p
+            for p in self.folder.glob(f"*{SUFFIX}")
+            if p.is_file() and not _is_temporary(p)
+        ]
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -175,8 +210,7 @@ class PrefixCache:
                 continue
             length = int(metadata.get("tokens", 0))
             self._lengths[length] = self._lengths.get(length, 0) + 1
-        for stray in self.folder.glob("*.tmp*"):
-            stray.unlink(missing_ok=True)
+        partial_files.remove_stale(self.folder, legacy_pattern=LEGACY_TEMPORARY)
         self._scanned = True
         return removed
 
@@ -297,15 +331,31 @@ class PrefixCache:
             "tokens": str(len(entry.token_ids)),
             "token_ids": json.dumps(entry.token_ids),
         }
-        # Write to a temporary name first so a crash never leaves a half file in place.
-        partial = path.with_name(path.name + ".tmp.safetensors")
+        if not self._room_for(entry.nbytes):
+            return
+        # Write to a temporary name first so a crash never leaves a half file in place;
+        # the name says who writes it, so a later start can delete what a dead
+        # writer left (`partial_files`).
+        partial = partial_files.partial_path(path)
         try:
             save_prompt_cache(str(partial), entry.layers, metadata)
+            os.chmod(partial, private_files.PRIVATE_FILE_MODE)  # the prompt's token ids
             os.replace(partial, path)
-        except OSError:
-            partial.unlink(missing_ok=True)  # a full disk loses the disk copy only
+        except (OSError, RuntimeError) as exc:
+            # MLX reports a full disk as RuntimeError. Only this disk copy is lost:
+            # the entry stays in memory, and the partial file must not keep the space.
+            partial.unlink(missing_ok=True)
+            logger.warning("prefix cache file %s not written: %s", path.name, exc)
             return
         self.enforce_disk_cap()
+
+    def _room_for(self, nbytes: int) -> bool:
+        """True when writing ``nbytes`` leaves the free disk the settings ask for."""
+        try:
+            free = shutil.disk_usage(self.folder).free
+        except OSError:
+            return False
+        return free - nbytes >= self.settings.min_free_disk_bytes
 
     def enforce_disk_cap(self) -> int:
         """Delete the least recently used files until the folder fits its cap.

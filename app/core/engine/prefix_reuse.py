@@ -3,13 +3,13 @@
 A long system prompt shared by many conversations is computed once: the first turn of
 a conversation whose prompt starts with a stored prefix copies that KV (deeply: MLX
 slice assignment would otherwise write into the shared buffers) and prefills only the
-rest; after a turn, the system prompt's KV is stored for the next conversation.
+rest; after a turn, the system prompt's KV is stored for the next conversation. For
+models with sliding-window or recurrent layers the stored entry holds their state at the
+prefix boundary (the checkpoint the turn took there).
 Engine thread only.
 """
 
 from __future__ import annotations
-
-import copy
 
 from app.core.generation_settings import KVSettings
 
@@ -43,10 +43,9 @@ def attach_prefix(
     if found is None:
         return "memory"
     entry, source = found
-    cache.layers = copy.deepcopy(entry.layers)
-    cache.token_ids = list(entry.token_ids)
-    cache.positions = []
-    cache.sync_positions()
+    # A deep copy, re-wrapped where the model needs it, with a state checkpoint at the
+    # prefix boundary so later rewinds can come back to it.
+    cache.adopt(entry.layers, entry.token_ids)
     return source
 
 
@@ -62,5 +61,10 @@ def remember_prefix(
     prefix = prompt_ids[:prefix_len]
     if cache.token_ids[:prefix_len] != prefix:
         return
-    if not prefix_cache.contains(info.identity, kv, prefix):
-        prefix_cache.store(info.identity, info.folder, kv, prefix, cache.layers)
+    if prefix_cache.contains(info.identity, kv, prefix):
+        return
+    # Exactly the prefix: sliced attention entries and, for sliding-window and
+    # recurrent entries, the checkpoint taken at the prefix boundary (None without).
+    layers = cache.layers_at(prefix_len)
+    if layers is not None:
+        prefix_cache.store(info.identity, info.folder, kv, prefix, layers)

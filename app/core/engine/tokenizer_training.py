@@ -41,6 +41,12 @@ QWEN2_PRETOKENIZE_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+# transformers 5 imposes Qwen3.5's own split on ``qwen3_5*`` model types (its
+# ``Qwen3_5Tokenizer``): letters absorb combining marks (``\p{M}``). Verbatim too.
+QWEN3_5_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"""
+    r""" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 # ~4 MB: enough for 16K merges, and an 8K vocabulary trains in about a second on two
 # cores. All of the prose and most of the top-level stdlib modules fit.
@@ -58,9 +64,9 @@ CHATML_TEMPLATE = (
     "{%- endif %}"
 )
 
-# vocab size -> serialized trained tokenizer. A string, not a Tokenizer, so no caller
-# can mutate the cached copy; a test session trains each size once.
-_TRAINED: dict[int, str] = {}
+# (vocab size, split regex) -> serialized trained tokenizer. A string, not a Tokenizer,
+# so no caller can mutate the cached copy; a test session trains each size once.
+_TRAINED: dict[tuple[int, str], str] = {}
 
 
 def corpus_files() -> list[Path]:
@@ -97,15 +103,13 @@ def iter_corpus(limit: int = CORPUS_CHAR_LIMIT) -> Iterator[str]:
         remaining -= len(text)
 
 
-def _empty_tokenizer() -> Tokenizer:
+def _empty_tokenizer(split_regex: str = QWEN2_PRETOKENIZE_REGEX) -> Tokenizer:
     """Return an untrained BPE with Qwen2's normalizer, pre-tokenizer and decoder."""
     tokenizer = Tokenizer(BPE())
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(
-                Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False
-            ),
+            pre_tokenizers.Split(Regex(split_regex), behavior="isolated", invert=False),
             # The split above already did the regex work; the ByteLevel step only maps
             # bytes to printable characters.
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -115,7 +119,9 @@ def _empty_tokenizer() -> Tokenizer:
     return tokenizer
 
 
-def train_tokenizer(vocab_size: int) -> Tokenizer:
+def train_tokenizer(
+    vocab_size: int, split_regex: str = QWEN2_PRETOKENIZE_REGEX
+) -> Tokenizer:
     """Return a byte-level BPE tokenizer of ``vocab_size`` tokens, trained offline.
 
     The first call for a size trains (about a second for 8K tokens); later calls copy
@@ -124,6 +130,8 @@ def train_tokenizer(vocab_size: int) -> Tokenizer:
     Args:
         vocab_size: The number of tokens, special tokens and the 256 byte tokens
             included. At least 512.
+        split_regex: The pre-tokenizer's split, the one transformers will impose for
+            the model type (`QWEN2_PRETOKENIZE_REGEX` or `QWEN3_5_PRETOKENIZE_REGEX`).
 
     Returns:
         A fresh `tokenizers.Tokenizer` the caller may modify.
@@ -133,8 +141,9 @@ def train_tokenizer(vocab_size: int) -> Tokenizer:
     """
     if vocab_size < 512:
         raise ValueError(f"vocab_size must be at least 512, got {vocab_size}")
-    if vocab_size not in _TRAINED:
-        tokenizer = _empty_tokenizer()
+    key = (vocab_size, split_regex)
+    if key not in _TRAINED:
+        tokenizer = _empty_tokenizer(split_regex)
         trainer = BpeTrainer(
             vocab_size=vocab_size,
             special_tokens=list(SPECIAL_TOKENS),
@@ -143,8 +152,8 @@ def train_tokenizer(vocab_size: int) -> Tokenizer:
             show_progress=False,
         )
         tokenizer.train_from_iterator(iter_corpus(), trainer=trainer)
-        _TRAINED[vocab_size] = tokenizer.to_str()
-    return Tokenizer.from_str(_TRAINED[vocab_size])
+        _TRAINED[key] = tokenizer.to_str()
+    return Tokenizer.from_str(_TRAINED[key])
 
 
 def tokenizer_config(model_max_length: int) -> dict:
@@ -171,18 +180,24 @@ def tokenizer_config(model_max_length: int) -> dict:
     }
 
 
-def write_tokenizer(folder: Path, vocab_size: int, model_max_length: int) -> Tokenizer:
+def write_tokenizer(
+    folder: Path,
+    vocab_size: int,
+    model_max_length: int,
+    split_regex: str = QWEN2_PRETOKENIZE_REGEX,
+) -> Tokenizer:
     """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``folder``.
 
     Args:
         folder: An existing folder.
         vocab_size: The tokenizer's vocabulary size (see `train_tokenizer`).
         model_max_length: The model's context length.
+        split_regex: The pre-tokenizer's split (see `train_tokenizer`).
 
     Returns:
         The tokenizer that was written, to look up special-token ids.
     """
-    tokenizer = train_tokenizer(vocab_size)
+    tokenizer = train_tokenizer(vocab_size, split_regex)
     tokenizer.save(str(folder / "tokenizer.json"))
     with open(folder / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump(tokenizer_config(model_max_length), f, indent=2)

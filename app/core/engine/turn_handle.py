@@ -25,16 +25,21 @@ class CacheState:
 
     Attributes:
         tokens: Tokens the cache holds.
-        kv_bytes: Bytes its arrays occupy.
-        kv_bits: Precision of the stored entries.
+        kv_bytes: Bytes its live arrays occupy (every layer kind).
+        kv_bits: Precision of the growing (full-attention) entries.
         next_position: Rotary position of the next token (ahead of ``tokens`` after
             splices).
+        kv_layers: Which entries are at which precision (`events.LayerGroup`s: full
+            attention quantized, sliding windows and recurrent state not).
+        checkpoint_bytes: Bytes of the state checkpoints kept for turn reuse.
     """
 
     tokens: int
     kv_bytes: int
     kv_bits: int
     next_position: int = 0
+    kv_layers: tuple = ()
+    checkpoint_bytes: int = 0
 
 
 @dataclass(frozen=True)

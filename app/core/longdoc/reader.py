@@ -6,20 +6,33 @@ mojibake that costs minutes of prefill. Accepted: UTF-8 (with or without a byte-
 mark) and UTF-16 or UTF-32 with a byte-order mark, which is how Windows tools save
 "Unicode" text. The SHA-256 of the raw bytes identifies the document when the same file
 is read again, so an interrupted reading can resume.
+
+Memory stays bounded whatever the file's size: `read_document` checks the file in one
+streaming pass and keeps no text; `DocumentText.chunks` streams the decoded text again
+whenever it is needed (the segmenter cuts it as a stream too). Only regular files are
+read: a folder, a FIFO (which would block) or ``/dev/zero`` (which never ends) is
+refused before anything is read.
 """
 
 from __future__ import annotations
 
 import codecs
 import hashlib
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.errors import InputError
 
 MAX_DOCUMENT_BYTES = 64 * 2**20
-"""Largest file read (64 MiB, about 16M tokens of English): beyond that the document
-itself, held in memory several times while it is split, starts to matter."""
+"""Largest file read (64 MiB, about 16M tokens of English). Memory no longer depends on
+the size; time does: reading that much takes days at a CPU's ~100 tokens/s."""
+READ_CHUNK_BYTES = 256 * 1024
+"""Bytes read (and decoded) at a time."""
+TEXT_CHUNK_CHARS = 256 * 1024
+"""Characters handed out at a time for a document held in memory."""
 
 # Longest first: the UTF-32 LE mark begins with the UTF-16 LE one.
 _BOMS = (
@@ -29,106 +42,198 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+_LONGEST_BOM = 4
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 @dataclass(frozen=True)
 class DocumentText:
-    """A document's text and what identifies the file.
+    """A document and what identifies it.
 
     Attributes:
         name: The file name shown to the user.
         path: The file's absolute path.
-        text: The decoded text, newlines normalised to ``\\n``, byte-order mark removed.
         size_bytes: Size of the file.
         sha256: Hex digest of the file's bytes.
         encoding: The codec it was decoded with.
+        text: The decoded text, for a document built from a string (benchmarks); None
+            for one read from a file, which keeps no text in memory.
     """
 
     name: str
     path: Path
-    text: str
     size_bytes: int
     sha256: str
     encoding: str
+    text: str | None = None
+
+    def chunks(self) -> Iterator[str]:
+        """Yield the text in pieces, newlines normalised to ``\\n``, no byte-order mark.
+
+        Raises:
+            InputError: The file can no longer be read, or its content changed since
+                `read_document` checked it.
+        """
+        if self.text is not None:
+            for start in range(0, len(self.text), TEXT_CHUNK_CHARS):
+                yield self.text[start : start + TEXT_CHUNK_CHARS]
+            return
+        digest = hashlib.sha256()
+        for raw, text in _decoded(self.path, self.encoding):
+            digest.update(raw)
+            yield text
+        if digest.hexdigest() != self.sha256:
+            raise InputError(
+                f"{self.path} changed while it was being read; start the reading again."
+            )
+
+    def read_text(self) -> str:
+        """Return the whole text at once: only for documents known to be small.
+
+        Raises:
+            InputError: As `chunks`.
+        """
+        return self.text if self.text is not None else "".join(self.chunks())
 
 
 def read_document(path: str | Path) -> DocumentText:
-    """Read a UTF-8/UTF-16/UTF-32 text file.
+    """Check a UTF-8/UTF-16/UTF-32 text file, reading it once as a stream.
 
     Args:
         path: The file.
 
     Returns:
-        Its text and identity.
+        Its identity; the text itself is streamed by `DocumentText.chunks`.
 
     Raises:
-        InputError: The file is missing, unreadable, too large, empty, binary (it
-            contains NUL bytes) or not valid text in a supported encoding; the message
-            names the file.
+        InputError: The file is missing, unreadable, not a regular file, too large,
+            empty, binary (it contains NUL bytes) or not valid text in a supported
+            encoding; the message names the file.
     """
     path = Path(path).expanduser()
-    data = _read_bytes(path)
-    encoding = _encoding(path, data)
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path} is not valid {_codec_name(encoding)} text: byte "
-            f"0x{data[exc.start]:02x} at offset {exc.start} cannot be decoded. Save "
-            "it as UTF-8 and try again."
-        ) from exc
-    if "\x00" in text:
-        raise InputError(
-            f"{path} looks like a binary file (it contains NUL characters), not text."
-        )
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.strip():
+    size = _check_regular_file(path)
+    encoding = _encoding(path)
+    digest = hashlib.sha256()
+    has_text = False
+    for raw, text in _decoded(path, encoding):
+        digest.update(raw)
+        if "\x00" in text:
+            raise InputError(
+                f"{path} looks like a binary file (it contains NUL characters), not "
+                "text."
+            )
+        has_text = has_text or bool(text.strip())
+    if not has_text:
         raise InputError(f"{path} contains no text (only whitespace).")
     return DocumentText(
         name=path.name,
         path=path.resolve(),
-        text=text,
-        size_bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=size,
+        sha256=digest.hexdigest(),
         encoding=encoding,
     )
 
 
-def _read_bytes(path: Path) -> bytes:
+def _check_regular_file(path: Path) -> int:
+    """Return the size of ``path`` if it is a regular file that may be read."""
     try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise InputError(f"{path} is a folder; give a text file.")
-        if size > MAX_DOCUMENT_BYTES:
-            raise InputError(
-                f"{path} is {size / 2**20:,.0f} MiB; documents up to "
-                f"{MAX_DOCUMENT_BYTES // 2**20} MiB can be read."
-            )
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise InputError(f"{path} does not exist.") from exc
+        info = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist.") from None
     except OSError as exc:
         raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
-    if not data:
-        raise InputError(f"{path} is empty.")
-    return data
-
-
-def _encoding(path: Path, data: bytes) -> str:
-    """Return the codec for ``data``: from its byte-order mark, else UTF-8."""
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return encoding
-    # Without a mark, a NUL byte means binary: UTF-8 text never contains one, and
-    # UTF-16 without a mark cannot be told apart from binary reliably.
-    offset = data.find(b"\x00")
-    if offset >= 0:
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a folder; give a text file.")
+    if not stat.S_ISREG(info.st_mode):
+        kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+        raise InputError(f"{path} is {kind}, not a regular file; give a text file.")
+    if info.st_size > MAX_DOCUMENT_BYTES:
         raise InputError(
-            f"{path} looks like a binary file (NUL byte at offset {offset}), not text. "
-            "Give a plain-text or Markdown file (UTF-8, or UTF-16 with a byte-order "
-            "mark)."
+            f"{path} is {info.st_size / 2**20:,.0f} MiB; documents up to "
+            f"{MAX_DOCUMENT_BYTES // 2**20} MiB can be read."
         )
+    if info.st_size == 0:
+        raise InputError(f"{path} is empty.")
+    return info.st_size
+
+
+def _open(path: Path):
+    """Open ``path`` for reading, refusing it if it turned into a special file.
+
+    ``O_NONBLOCK`` keeps a FIFO swapped in after the check from blocking the open.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist.") from None
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path} is not a regular file; give a text file.")
+    return os.fdopen(fd, "rb")
+
+
+def _encoding(path: Path) -> str:
+    """Return the codec of the file: from its byte-order mark, else UTF-8."""
+    with _open(path) as handle:
+        start = handle.read(_LONGEST_BOM)
+    for bom, encoding in _BOMS:
+        if start.startswith(bom):
+            return encoding
     return "utf-8"
+
+
+def _decoded(path: Path, encoding: str) -> Iterator[tuple[bytes, str]]:
+    """Yield (raw bytes, their text) chunk by chunk, with newlines normalised.
+
+    Raises:
+        InputError: Undecodable bytes, or (for a file without a byte-order mark) a
+            NUL byte, which means binary: UTF-8 text never contains one, and UTF-16
+            without a mark cannot be told apart from binary reliably.
+    """
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0
+    carried_cr = False  # a "\r" at a chunk's end may be the first half of "\r\n"
+    try:
+        with _open(path) as handle:
+            while True:
+                raw = handle.read(READ_CHUNK_BYTES)
+                final = not raw
+                if encoding == "utf-8" and (nul := raw.find(b"\x00")) >= 0:
+                    raise InputError(
+                        f"{path} looks like a binary file (NUL byte at offset "
+                        f"{offset + nul}), not text. Give a plain-text or Markdown "
+                        "file (UTF-8, or UTF-16 with a byte-order mark)."
+                    )
+                try:
+                    text = decoder.decode(raw, final=final)
+                except UnicodeDecodeError as exc:
+                    # The decoder prepends bytes it kept from the previous chunk.
+                    at = offset - (len(exc.object) - len(raw)) + exc.start
+                    raise InputError(
+                        f"{path} is not valid {_codec_name(encoding)} text: byte "
+                        f"0x{exc.object[exc.start]:02x} at offset {at} cannot be "
+                        "decoded. Save it as UTF-8 and try again."
+                    ) from exc
+                offset += len(raw)
+                if carried_cr:
+                    text = "\r" + text
+                carried_cr = not final and text.endswith("\r")
+                if carried_cr:
+                    text = text[:-1]
+                yield raw, text.replace("\r\n", "\n").replace("\r", "\n")
+                if final:
+                    return
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
 
 
 def _codec_name(encoding: str) -> str:

@@ -50,7 +50,12 @@ from app.core.longdoc.prompts import (
 )
 from app.core.longdoc.reader import DocumentText
 from app.core.longdoc.resume import Resumable, find_resumable, find_resumable_anywhere
-from app.core.longdoc.segmenter import Segment, split_segments, truncate_to_tokens
+from app.core.longdoc.segmenter import (
+    Segment,
+    SegmentSpan,
+    stream_segments,
+    truncate_to_tokens,
+)
 from app.core.longdoc.sizing import KVSizing, kv_sizing
 from app.core.presets import Preset
 from app.core.store import ReplySaver, Store
@@ -68,7 +73,8 @@ class RunPlan:
 
     Attributes:
         question: The question asked (the default one when none was given).
-        segments: The document's segments (the whole text as one when read whole).
+        segments: Where the document's segments lie (the whole text as one when
+            read whole); their text is streamed from the document when read.
         needs: Context each way of reading needs.
         choice: The mode and why.
         kv_bytes_limit: KV bytes at the most context any step holds.
@@ -77,7 +83,7 @@ class RunPlan:
     """
 
     question: str
-    segments: tuple[Segment, ...]
+    segments: tuple[SegmentSpan, ...]
     needs: ContextNeeds
     choice: ModeChoice
     kv_bytes_limit: int
@@ -177,7 +183,11 @@ class LongDocumentRunner:
         """
         question = (question or "").strip() or DEFAULT_QUESTION
         preset, count = self.preset, self.engine.count_tokens
-        segments = split_segments(document.text, preset.segment_tokens, count)
+        # One streaming pass: only the segments' places are kept, never the text.
+        segments = [
+            s.span
+            for s in stream_segments(document.chunks(), preset.segment_tokens, count)
+        ]
         if not segments:
             raise InputError(f"{document.name} contains no text.")
         system = preset.system_prompt
@@ -189,7 +199,18 @@ class LongDocumentRunner:
         answer = len(self.engine.render(answer_messages(system, question, "", total)))
         whole = len(self.engine.render(whole_messages(system, question, "")))
         notes = preset.summary_max_tokens
-        document_tokens = count(document.text)
+        # Segments' tokens, without the whitespace between them and BPE merges across.
+        document_tokens = sum(s.tokens for s in segments)
+        slack = JOIN_SLACK * len(segments)
+        safe = self.sizing.max_safe_context
+        whole_text = None
+        if document_tokens <= preset.max_context + slack or (
+            mode == "whole" and (safe is None or document_tokens <= safe + slack)
+        ):
+            # It may be read whole: count it exactly. Such a document is no longer
+            # than a context it fits in, so holding its text is bounded too.
+            whole_text = document.read_text()
+            document_tokens = count(whole_text)
         longest = max(s.tokens for s in segments)
         needs = ContextNeeds(
             document_tokens=document_tokens,
@@ -213,9 +234,8 @@ class LongDocumentRunner:
         )
         stored_segment_tokens = preset.segment_tokens
         if choice.mode == "whole":
-            segments = [
-                Segment(0, 0, len(document.text), document.text, document_tokens)
-            ]
+            length = len(whole_text if whole_text is not None else document.read_text())
+            segments = [SegmentSpan(0, 0, length, document_tokens)]
             stored_segment_tokens = document_tokens
         return RunPlan(
             question=question,
@@ -294,7 +314,7 @@ class LongDocumentRunner:
                 kv_bytes_limit=plan.kv_bytes_limit,
             )
             if plan.mode == "segments":
-                for segment in plan.segments[resumed_from:]:
+                for segment in self._segments(document, plan, resumed_from):
                     if self.cancelled:
                         break
                     yield SegmentStarted(segment.index, total, segment.tokens)
@@ -350,6 +370,27 @@ class LongDocumentRunner:
         )
 
     # -- steps -----------------------------------------------------------------------
+
+    def _segments(
+        self, document: DocumentText, plan: RunPlan, first: int
+    ) -> Iterator[Segment]:
+        """Stream the planned segments from ``first`` on, with their text.
+
+        Raises:
+            InputError: The document no longer cuts as planned (it changed).
+        """
+        stream = stream_segments(
+            document.chunks(), self.preset.segment_tokens, self.engine.count_tokens
+        )
+        for segment in stream:
+            planned = plan.segments[segment.index : segment.index + 1]
+            if planned != (segment.span,):
+                raise InputError(
+                    f"{document.name} changed while it was being read; start the "
+                    "reading again."
+                )
+            if segment.index >= first:
+                yield segment
 
     def _resumable(
         self, document: DocumentText, plan: RunPlan, conversation_id: int | None
@@ -483,7 +524,7 @@ class LongDocumentRunner:
     ) -> list[dict]:
         system = self.preset.system_prompt
         if plan.mode == "whole":
-            return whole_messages(system, plan.question, document.text)
+            return whole_messages(system, plan.question, document.read_text())
         return answer_messages(system, plan.question, notes, len(plan.segments))
 
     def _answer(

@@ -10,12 +10,17 @@ same segments — which is what lets an interrupted reading resume at the next o
 
 Nothing is lost or repeated: the segments are spans of the text in order, and only the
 whitespace between two segments belongs to neither.
+
+`stream_segments` cuts a document arriving in pieces without ever holding all of it:
+it cuts a window of text, hands out every segment but the last (which the window's end
+may have cut short) and carries that one over into the next window. The tokenizer only
+ever sees text the size of a window, never the whole document.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 CountTokens = Callable[[str], int]
@@ -30,6 +35,23 @@ _SENTENCE_BREAK = re.compile(
 _LINE_BREAK = re.compile(r"\s*\n\s*")
 _WORD_BREAK = re.compile(r"\s+")
 _LEVELS = (_PARAGRAPH_BREAK, _SENTENCE_BREAK, _LINE_BREAK, _WORD_BREAK)
+
+
+@dataclass(frozen=True)
+class SegmentSpan:
+    """Where one segment lies, without its text (what a plan keeps of a long document).
+
+    Attributes:
+        index: 0-based position among the segments.
+        start: Offset of its first character in the whole text.
+        end: Offset just past its last character.
+        tokens: Tokens of its text by the counter it was cut with.
+    """
+
+    index: int
+    start: int
+    end: int
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +72,19 @@ class Segment:
     text: str
     tokens: int
 
+    @property
+    def span(self) -> SegmentSpan:
+        """The segment without its text."""
+        return SegmentSpan(self.index, self.start, self.end, self.tokens)
+
+
+WINDOW_SEGMENTS = 8
+"""Segments' worth of text cut together by `stream_segments`: each window re-cuts only
+its last segment, so more is less re-counting, and less is less memory."""
+CHARS_PER_TOKEN_GUESS = 4
+"""Characters per token assumed to size a window (English prose; a window holding too
+few segments for any text is doubled)."""
+
 
 def split_segments(
     text: str, max_tokens: int, count_tokens: CountTokens
@@ -67,10 +102,7 @@ def split_segments(
     Raises:
         ValueError: ``max_tokens`` is below 1.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise ValueError(f"max_tokens must be a whole number, not {max_tokens!r}")
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be at least 1, not {max_tokens}")
+    _check_max_tokens(max_tokens)
     start, end = _strip(text, 0, len(text))
     if start == end:
         return []
@@ -79,6 +111,71 @@ def split_segments(
         Segment(index=i, start=s, end=e, text=text[s:e], tokens=n)
         for i, (s, e, n) in enumerate(spans)
     ]
+
+
+def stream_segments(
+    chunks: Iterable[str], max_tokens: int, count_tokens: CountTokens
+) -> Iterator[Segment]:
+    """Cut text arriving in pieces into segments of at most ``max_tokens`` tokens.
+
+    Memory and tokenizer calls are bounded by a window of about `WINDOW_SEGMENTS`
+    segments, whatever the text's length. The result depends only on the text, the
+    limit and the counter, not on how the text was cut into ``chunks``, so a reading
+    resumed later cuts the same segments; for a text that fits in one window it equals
+    `split_segments`.
+
+    Args:
+        chunks: The text, in consecutive pieces of any size.
+        max_tokens: Upper bound on each segment's token count.
+        count_tokens: Returns the token count of a text (no special tokens).
+
+    Yields:
+        The segments in order, with offsets into the whole text.
+
+    Raises:
+        ValueError: ``max_tokens`` is below 1.
+    """
+    _check_max_tokens(max_tokens)
+    window_chars = max(max_tokens * CHARS_PER_TOKEN_GUESS * WINDOW_SEGMENTS, 4096)
+    pieces = iter(chunks)
+    buffer, base, index = "", 0, 0  # buffer starts at offset `base` of the text
+    want, exhausted = window_chars, False
+    while True:
+        parts = [buffer]
+        size = len(buffer)
+        while not exhausted and size < want:
+            piece = next(pieces, None)
+            if piece is None:
+                exhausted = True
+            else:
+                parts.append(piece)
+                size += len(piece)
+        buffer = "".join(parts)
+        last_window = exhausted and len(buffer) <= want
+        window = buffer if last_window else buffer[:want]
+        start, end = _strip(window, 0, len(window))
+        # Only the last window may fit whole; counting a long one first is waste.
+        spans = (
+            _split(
+                window, start, end, 0, max_tokens, count_tokens, check_whole=last_window
+            )
+            if start < end
+            else []
+        )
+        if last_window:
+            for s, e, n in spans:
+                yield Segment(index, base + s, base + e, window[s:e], n)
+                index += 1
+            return
+        if len(spans) < 2:
+            want *= 2  # not one whole segment in view yet: look further
+            continue
+        # The last segment may continue past the window: cut it again next time.
+        for s, e, n in spans[:-1]:
+            yield Segment(index, base + s, base + e, window[s:e], n)
+            index += 1
+        keep_from = spans[-1][0]
+        buffer, base, want = buffer[keep_from:], base + keep_from, window_chars
 
 
 def truncate_to_tokens(text: str, max_tokens: int, count_tokens: CountTokens) -> str:
@@ -106,18 +203,39 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: CountTokens) ->
     return text[:cut]
 
 
+def _check_max_tokens(max_tokens: object) -> None:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise ValueError(f"max_tokens must be a whole number, not {max_tokens!r}")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, not {max_tokens}")
+
+
 def _split(
-    text: str, start: int, end: int, level: int, max_tokens: int, count: CountTokens
+    text: str,
+    start: int,
+    end: int,
+    level: int,
+    max_tokens: int,
+    count: CountTokens,
+    *,
+    check_whole: bool = True,
 ) -> list[tuple[int, int, int]]:
-    """Return ``(start, end, tokens)`` chunks covering ``text[start:end]``."""
-    tokens = count(text[start:end])
-    if tokens <= max_tokens:
-        return [(start, end, tokens)]
+    """Return ``(start, end, tokens)`` chunks covering ``text[start:end]``.
+
+    ``check_whole=False`` skips counting the whole span first (a window of many
+    segments): packing its units gives the same chunks, one tokenizer pass cheaper.
+    """
+    if check_whole:
+        tokens = count(text[start:end])
+        if tokens <= max_tokens:
+            return [(start, end, tokens)]
     if level == len(_LEVELS):
         return _hard_cut(text, start, end, max_tokens, count)
     units = _units(text, start, end, _LEVELS[level])
     if len(units) == 1:
-        return _split(text, start, end, level + 1, max_tokens, count)
+        return _split(
+            text, start, end, level + 1, max_tokens, count, check_whole=check_whole
+        )
     return _pack(text, units, level, max_tokens, count)
 
 

@@ -74,7 +74,25 @@ def parse_psi(text: str) -> PsiReading:
     return PsiReading(values["some"], values.get("full"))
 
 
-def classify_pressure(
+@dataclass(frozen=True)
+class PressureSignal:
+    """One signal the level was decided from, kept apart so it can be put in words.
+
+    Attributes:
+        kind: ``macos``, ``psi``, ``psi-missing``, ``available`` or ``swap``.
+        description: The signal with its figures, for logs and tooltips.
+        level: The level this signal alone points to.
+        value: Its main figure: the macOS level, PSI ``some`` avg10 (percent), the
+            available share (0–1), or the larger swap rate (bytes/s); 0 when missing.
+    """
+
+    kind: str
+    description: str
+    level: PressureLevel
+    value: float = 0.0
+
+
+def pressure_signals(
     *,
     available_fraction: float,
     psi: PsiReading | None = None,
@@ -83,8 +101,8 @@ def classify_pressure(
     swap_total: int = 0,
     swap_in_rate: float = 0.0,
     swap_out_rate: float = 0.0,
-) -> tuple[PressureLevel, str]:
-    """Decide the pressure level from whatever signals this platform provides.
+) -> list[PressureSignal]:
+    """Read each signal this platform provides, with the level it points to.
 
     Args:
         available_fraction: Available memory / total memory.
@@ -100,31 +118,63 @@ def classify_pressure(
         swap_out_rate: Bytes/s swapped out.
 
     Returns:
-        The worst level among the signals, and a description of the signals with the
-        ones that raised the level marked.
+        The signals in a fixed order (macOS, PSI, available memory, swap).
     """
-    parts: list[tuple[str, PressureLevel]] = []
+    signals: list[PressureSignal] = []
     # An unexpected macOS value is ignored: the available-memory heuristic stands in.
     kernel_level = MACOS_LEVELS.get(macos_level) if macos_level is not None else None
     if kernel_level is not None:
-        parts.append((f"macOS memorystatus level {macos_level}", kernel_level))
+        signals.append(
+            PressureSignal(
+                "macos",
+                f"macOS memorystatus level {macos_level}",
+                kernel_level,
+                float(macos_level),
+            )
+        )
     if psi is not None:
-        parts.append(_psi_part(psi))
+        signals.append(_psi_signal(psi))
     elif psi_missing_reason:
-        parts.append((psi_missing_reason, PressureLevel.NORMAL))
+        signals.append(
+            PressureSignal("psi-missing", psi_missing_reason, PressureLevel.NORMAL)
+        )
     if kernel_level is None:
-        parts.append(_available_part(available_fraction))
+        signals.append(_available_signal(available_fraction))
     if swap_total or swap_in_rate or swap_out_rate:
-        parts.append(_swap_part(swap_in_rate, swap_out_rate))
-    level = PressureLevel.worst([lvl for _, lvl in parts])
-    text = " + ".join(
-        desc if lvl is PressureLevel.NORMAL else f"{desc} [{lvl.value}]"
-        for desc, lvl in parts
+        signals.append(_swap_signal(swap_in_rate, swap_out_rate))
+    return signals
+
+
+def classify_pressure(**readings) -> tuple[PressureLevel, str]:
+    """Decide the pressure level from whatever signals this platform provides.
+
+    Args:
+        readings: The keyword arguments of `pressure_signals`.
+
+    Returns:
+        The worst level among the signals, and a description of the signals with the
+        ones that raised the level marked.
+    """
+    signals = pressure_signals(**readings)
+    return worst_level(signals), describe_signals(signals)
+
+
+def worst_level(signals: list[PressureSignal]) -> PressureLevel:
+    """The most severe level among ``signals``."""
+    return PressureLevel.worst([signal.level for signal in signals])
+
+
+def describe_signals(signals: list[PressureSignal]) -> str:
+    """The signals in one line, the ones that raised the level marked."""
+    return " + ".join(
+        s.description
+        if s.level is PressureLevel.NORMAL
+        else f"{s.description} [{s.level.value}]"
+        for s in signals
     )
-    return level, text
 
 
-def _psi_part(psi: PsiReading) -> tuple[str, PressureLevel]:
+def _psi_signal(psi: PsiReading) -> PressureSignal:
     full = psi.full_avg10 if psi.full_avg10 is not None else 0.0
     if psi.some_avg10 >= PSI_SOME_CRITICAL or full >= PSI_FULL_CRITICAL:
         level = PressureLevel.CRITICAL
@@ -135,20 +185,22 @@ def _psi_part(psi: PsiReading) -> tuple[str, PressureLevel]:
     text = f"Linux PSI some avg10={psi.some_avg10:.2f}"
     if psi.full_avg10 is not None:
         text += f" full avg10={psi.full_avg10:.2f}"
-    return text, level
+    return PressureSignal("psi", text, level, psi.some_avg10)
 
 
-def _available_part(fraction: float) -> tuple[str, PressureLevel]:
+def _available_signal(fraction: float) -> PressureSignal:
     if fraction < AVAILABLE_CRITICAL_FRACTION:
         level = PressureLevel.CRITICAL
     elif fraction < AVAILABLE_WARNING_FRACTION:
         level = PressureLevel.WARNING
     else:
         level = PressureLevel.NORMAL
-    return f"available memory {fraction:.0%}", level
+    return PressureSignal(
+        "available", f"available memory {fraction:.0%}", level, fraction
+    )
 
 
-def _swap_part(swap_in: float, swap_out: float) -> tuple[str, PressureLevel]:
+def _swap_signal(swap_in: float, swap_out: float) -> PressureSignal:
     worst = max(swap_in, swap_out)
     if worst >= SWAP_CRITICAL_RATE:
         level = PressureLevel.CRITICAL
@@ -156,7 +208,9 @@ def _swap_part(swap_in: float, swap_out: float) -> tuple[str, PressureLevel]:
         level = PressureLevel.WARNING
     else:
         level = PressureLevel.NORMAL
-    return f"swap in {_rate(swap_in)} out {_rate(swap_out)}", level
+    return PressureSignal(
+        "swap", f"swap in {_rate(swap_in)} out {_rate(swap_out)}", level, worst
+    )
 
 
 def _rate(bytes_per_s: float) -> str:

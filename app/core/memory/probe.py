@@ -4,7 +4,7 @@ The UI samples every 500 ms and the engine may sample before each cache extensio
 a sample must cost well under a millisecond: it reads psutil's counters, one small
 ``/proc`` file for PSI on Linux, and one sysctl on macOS, and nothing else. MLX's own
 counters and the KV cache size come from callables the engine injects, so this module
-never imports MLX. All interpretation is in `pressure.classify_pressure`, which is pure.
+never imports MLX. All interpretation is in `pressure.pressure_signals`, which is pure.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from pathlib import Path
 import psutil
 
 from app.core.memory.macos import MacPressureReader
-from app.core.memory.pressure import PsiReading, classify_pressure, parse_psi
+from app.core.memory.pressure import (
+    PsiReading,
+    describe_signals,
+    parse_psi,
+    pressure_signals,
+    worst_level,
+)
 from app.core.memory.snapshot import MemorySnapshot
 
 DEFAULT_PSI_PATH = Path("/proc/pressure/memory")
@@ -75,7 +81,7 @@ class MemoryProbe:
         swap_in_rate, swap_out_rate = self._swap_rates(now, swap.sin, swap.sout)
         psi, psi_missing = self._read_psi() if self._is_linux else (None, None)
         available_fraction = vm.available / vm.total if vm.total else 0.0
-        level, source = classify_pressure(
+        signals = pressure_signals(
             available_fraction=available_fraction,
             psi=psi,
             psi_missing_reason=psi_missing,
@@ -95,8 +101,9 @@ class MemoryProbe:
             swap_used=swap.used,
             swap_in_rate=swap_in_rate,
             swap_out_rate=swap_out_rate,
-            pressure=level,
-            pressure_source=source,
+            pressure=worst_level(signals),
+            pressure_source=describe_signals(signals),
+            pressure_signals=tuple(signals),
             psi_some_avg10=psi.some_avg10 if psi else None,
             psi_full_avg10=psi.full_avg10 if psi else None,
             process_rss=self._process.memory_info().rss,

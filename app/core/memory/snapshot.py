@@ -57,6 +57,8 @@ class MemorySnapshot:
         mlx_cache: MLX buffer-cache memory, when the engine provides it.
         mlx_peak: MLX peak memory, when the engine provides it.
         kv_bytes: Bytes held by the current KV cache, when the engine provides it.
+        pressure_signals: The signals the level was decided from
+            (`pressure.PressureSignal`), so the window can say in words what is wrong.
     """
 
     time: float
@@ -75,6 +77,7 @@ class MemorySnapshot:
     mlx_cache: int | None = None
     mlx_peak: int | None = None
     kv_bytes: int | None = None
+    pressure_signals: tuple = ()
 
     @property
     def available_fraction(self) -> float:

@@ -19,8 +19,29 @@ from typing import Any
 from sqlite_utils import Database
 
 from app.core.errors import StoreError
+from app.core.store import locking
 from app.core.store.database import translate_errors
 from app.core.store.records import format_time
+
+
+@contextlib.contextmanager
+def _immediate(db: Database) -> Iterator[None]:
+    """Run the block in a write transaction, or in a savepoint of the open one."""
+    if db.conn.in_transaction:
+        with db.atomic():  # a nested write: a savepoint of the outer transaction
+            yield
+        return
+    locking.begin_immediate(db.conn)
+    try:
+        yield
+    except BaseException:
+        db.rollback()  # a no-op if the error already ended the transaction
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise
 
 
 class NotFoundError(StoreError, LookupError):
@@ -45,9 +66,14 @@ class StoreBase:
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Database]:
-        """Yield the database inside one transaction, rolled back on any error."""
-        # atomic() is innermost so the rollback happens before the error is translated.
-        with self._lock, translate_errors(self._path), self._db.atomic():
+        """Yield the database inside one transaction, rolled back on any error.
+
+        The transaction takes SQLite's write lock when it begins and waits for it
+        while other processes write (`locking.begin_immediate`).
+        """
+        # The transaction is innermost so the rollback happens before the error is
+        # translated.
+        with self._lock, translate_errors(self._path), _immediate(self._db):
             yield self._db
 
     def _now(self) -> str:

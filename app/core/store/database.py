@@ -10,8 +10,12 @@ queries.
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import shutil
 import sqlite3
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,12 +23,14 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
+from app.core import private_files
 from app.core.errors import StoreError
-from app.core.store import migrations
+from app.core.store import locking, migrations
 
-# Long enough to ride out another thread's or process's short write, short enough
-# that a stuck lock becomes a readable error instead of a frozen window.
-BUSY_TIMEOUT_MS = 5000
+logger = logging.getLogger(__name__)
+
+# Less free space than this (a few SQLite pages and a WAL frame) is a full disk.
+DISK_FULL_BYTES = 1024 * 1024
 
 _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 # Files SQLite keeps next to the database; a stale one must follow the file it
@@ -65,21 +71,96 @@ def open_database(path: Path, now: datetime) -> OpenedDatabase:
     """
     with translate_errors(path):
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_files.make_private_dir(path.parent)
         except OSError as exc:
             raise StoreError(
                 f"Swapless cannot create the folder {path.parent} for its conversation "
                 f"database: {exc.strerror or exc}."
             ) from exc
+        _check_is_a_file(path)
+        _make_private(path)
         conn, recovered_from = _connect_checked(path, now)
         db = Database(conn, execute_plugins=False)
         try:
-            _enable_wal(db)
-            migrations.migrate(db)
+            locking.while_busy(db.conn, lambda: _prepare(db))
         except BaseException:
             db.close()
             raise
     return OpenedDatabase(db, recovered_from)
+
+
+def _check_is_a_file(path: Path) -> None:
+    """Refuse a database path that is a folder, a device or another special file.
+
+    SQLite would report those as a generic disk error (or, for ``/dev/null``, open an
+    empty database that can never be saved), which names the wrong cause.
+
+    Raises:
+        StoreError: ``path`` exists (or is a symbolic link) but is not a regular file.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StoreError(
+                f"The conversation database {path} is a symbolic link to "
+                f"{os.readlink(path)}, which does not exist. Remove the link or make it "
+                "point to the database file."
+            ) from None
+        return
+    except OSError as exc:
+        raise StoreError(
+            f"Swapless cannot access its conversation database {path}: "
+            f"{exc.strerror or exc}."
+        ) from exc
+    if stat.S_ISREG(info.st_mode):
+        return
+    kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+    where = (
+        f"{path} (a link to {os.path.realpath(path)})" if path.is_symlink() else path
+    )
+    raise StoreError(
+        f"The conversation database {where} is {kind}, not a database file. Move it "
+        "away, or set SWAPLESS_HOME to another folder, and start Swapless again."
+    )
+
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _make_private(path: Path) -> None:
+    """Create the file readable only by this user, or tighten an existing one.
+
+    SQLite gives its WAL and shared-memory files the database file's permissions, so
+    they follow.
+    """
+    try:
+        if private_files.create_private_file(path):
+            return
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise StoreError(_disk_full_message(path)) from exc
+        return  # SQLite will say what is wrong with the location
+    changed = [
+        candidate
+        for candidate in (
+            path,
+            *(path.with_name(path.name + s) for s in _SIDECAR_SUFFIXES),
+        )
+        if private_files.make_private(candidate)
+    ]
+    if changed:
+        logger.warning(
+            "Swapless made %s readable only by you (other users of this computer "
+            "could read your conversations).",
+            ", ".join(str(p) for p in changed),
+        )
 
 
 def _connect_checked(
@@ -107,7 +188,7 @@ def _connect_checked(
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {locking.BUSY_TIMEOUT_MS}")
     return conn
 
 
@@ -115,7 +196,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     # The Store serialises all access with a lock, so the connection may be shared
     # by the UI thread and the generation thread.
     conn = sqlite3.connect(str(path), check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout = {locking.BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 
@@ -172,11 +253,48 @@ def _move_aside(path: Path, now: datetime) -> Path:
     return backup
 
 
+def _prepare(db: Database) -> None:
+    """Switch to WAL, migrate and probe writability; safe to repeat after a failure.
+
+    Switching the journal mode of a new file does not wait for the busy timeout (it
+    needs the file to itself and fails at once), so several processes opening a new
+    file together repeat this (`locking.while_busy`). Migrations check under the
+    write lock whether another process applied them already.
+    """
+    try:
+        _enable_wal(db)
+        migrations.migrate(db)
+        _check_writable(db)
+    except sqlite3.OperationalError:
+        db.rollback()
+        raise
+
+
 def _enable_wal(db: Database) -> None:
     # WAL lets the UI read while a reply is being saved, and a crash mid-write
     # cannot damage what was committed before.
+    if db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        return  # the file says so already: nothing to change, no lock needed
     with db.ensure_autocommit_on():
         db.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+
+
+def _check_writable(db: Database) -> None:
+    """Fail now, not at the first reply, if the database cannot be written.
+
+    An up-to-date file is opened without writing anything, so a read-only file or
+    folder would otherwise go unnoticed until the user's first message. The probe
+    rewrites a header field with its own value and rolls back: nothing changes.
+
+    Raises:
+        sqlite3.OperationalError: The file is read-only (or locked, or the disk fails).
+    """
+    locking.begin_immediate(db.conn)
+    try:
+        version = migrations.header_version(db.conn)
+        db.conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        db.conn.rollback()
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -195,11 +313,10 @@ def describe_error(exc: sqlite3.Error, path: Path | str) -> str | None:
         The message, or None if the error is a bug (bad SQL, constraint violation).
     """
     code = _primary_code(exc)
-    if code == sqlite3.SQLITE_FULL:
-        return (
-            f"The disk is full: Swapless could not save to {path}. Free some space and "
-            "try again; everything saved before is still there."
-        )
+    if code == sqlite3.SQLITE_FULL or (
+        code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN) and _disk_is_full(path)
+    ):
+        return _disk_full_message(path)
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
         return (
             f"The conversation database {path} is read-only, so Swapless cannot save "
@@ -228,6 +345,28 @@ def describe_error(exc: sqlite3.Error, path: Path | str) -> str | None:
     if code == sqlite3.SQLITE_NOMEM:
         return f"Out of memory while using the conversation database {path}."
     return None
+
+
+def _disk_full_message(path: Path | str) -> str:
+    return (
+        f"The disk is full: Swapless cannot write to its conversation database {path}. "
+        "Free some space and try again; everything saved before is still there."
+    )
+
+
+def _disk_is_full(path: Path | str) -> bool:
+    """Return whether the file system holding ``path`` has (almost) no room left.
+
+    SQLite reports a disk that fills while it creates its WAL or shared-memory file as
+    an I/O error, not as "full".
+    """
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free < DISK_FULL_BYTES
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

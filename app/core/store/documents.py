@@ -7,11 +7,11 @@ in progress and `next_segment_index` tells the reader where to pick up.
 
 from __future__ import annotations
 
-from app.core.store.base import StoreBase
 from app.core.store.records import DOCUMENT_STATUSES, Document, DocumentSegment
+from app.core.store.writers import WritersMixin
 
 
-class DocumentsMixin(StoreBase):
+class DocumentsMixin(WritersMixin):
     """Document methods of `Store`."""
 
     def add_document(
@@ -59,6 +59,7 @@ class DocumentsMixin(StoreBase):
                         "segments_total": segments_total,
                         "status": "reading",
                         "created_at": now,
+                        "writer_id": self._writer_id(db),
                     }
                 )
                 .last_pk
@@ -164,7 +165,11 @@ class DocumentsMixin(StoreBase):
             done = total is not None and segment_index + 1 == total
             db["documents"].update(
                 document_id,
-                {"status": "complete" if done else "reading", "error": None},
+                {
+                    "status": "complete" if done else "reading",
+                    "error": None,
+                    "writer_id": None if done else self._writer_id(db),
+                },
             )
             self._touch(db, document["conversation_id"], now)
             return segment_id
@@ -203,7 +208,10 @@ class DocumentsMixin(StoreBase):
             )
         with self._writing() as db:
             self._row(db, "documents", document_id, "Document")
-            db["documents"].update(document_id, {"status": status, "error": error})
+            writer = self._writer_id(db) if status == "reading" else None
+            db["documents"].update(
+                document_id, {"status": status, "error": error, "writer_id": writer}
+            )
 
     def _next_index(self, document_id: int) -> int:
         row = self._db.execute(

@@ -1,18 +1,28 @@
 """Importing a conversation exported by `Store.export_json`.
 
-An export is untrusted input (a file the user picked), so it is checked before and
-during the insert, and the whole import is one transaction: a damaged file raises
-`InputError` and leaves no half-imported conversation behind. Ids in the export are
-list positions; the importer maps them to the new rows' ids.
+An export is untrusted input (a file the user picked, possibly edited or hostile), so
+it is checked before the insert and the whole import is one transaction: a damaged
+file raises `InputError` naming the bad field and leaves no half-imported conversation
+behind. Ids in the export are list positions; the importer maps them to the new rows'
+ids.
+
+The conversation's settings are validated like presets, because they are what the
+conversation continues with: an invalid value (``kv_bits: 3``), an unknown key or a
+preset name that is not a name would leave a conversation that can never be continued.
+Such settings are replaced by the defaults (every valid value is kept), and the import
+reports each replacement in its `ImportResult.notes`, so the user is told.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import InputError
+from app.core.presets import repaired_preset
 from app.core.store.base import StoreBase
 from app.core.store.export import (
     CONVERSATION_FIELDS,
@@ -34,25 +44,56 @@ from app.core.store.records import (
 )
 
 
+@dataclass(frozen=True)
+class ImportResult:
+    """What an import created.
+
+    Attributes:
+        conversation_id: The new conversation.
+        notes: One sentence per setting that was replaced by its default.
+    """
+
+    conversation_id: int
+    notes: tuple[str, ...] = ()
+
+
 class ImportMixin(StoreBase):
-    """Import method of `Store`."""
+    """Import methods of `Store`."""
 
     def import_json(self, data: dict[str, Any] | str | bytes) -> int:
+        """Import a conversation exported by `export_json`; return its new id.
+
+        Like `import_conversation`, for callers that need not report replaced
+        settings.
+        """
+        return self.import_conversation(data).conversation_id
+
+    def import_conversation(self, data: dict[str, Any] | str | bytes) -> ImportResult:
         """Import a conversation exported by `export_json`, in one transaction.
 
         Args:
             data: The export, as a dict or as JSON text.
 
         Returns:
-            The id of the new conversation.
+            The new conversation's id and the notes about replaced settings.
 
         Raises:
             InputError: ``data`` is not a Swapless conversation export, is from a
-                newer format version, or is inconsistent.
+                newer format version, or is damaged or inconsistent.
         """
         export = _checked(data)
+        conversation = export["conversation"]
+        stored = {"system_prompt": conversation["system_prompt"]}
+        stored.update(conversation.get("settings") or {})
+        preset, notes = repaired_preset(conversation.get("preset"), stored)
+        if notes:
+            conversation = {
+                **conversation,
+                "preset": preset.name,
+                "settings": preset.to_dict(),
+            }
         try:
-            return self._insert_export(export)
+            conversation_id = self._insert_export(export, conversation)
         except (
             KeyError,
             TypeError,
@@ -62,10 +103,10 @@ class ImportMixin(StoreBase):
         ) as exc:
             # The transaction was rolled back: nothing of the bad file was kept.
             raise InputError(f"The export is damaged or incomplete: {exc!r}.") from exc
+        return ImportResult(conversation_id, tuple(notes))
 
-    def _insert_export(self, export: dict[str, Any]) -> int:
+    def _insert_export(self, export: dict[str, Any], conversation: dict) -> int:
         with self._writing() as db:
-            conversation = export["conversation"]
             conversation_id = (
                 db["conversations"]
                 .insert(
@@ -123,7 +164,7 @@ class ImportMixin(StoreBase):
                 if row["status"] == "reading":
                     row["status"] = "interrupted"
                 document_id = db["documents"].insert(row).last_pk
-                for segment in document.get("segments", []):
+                for segment in document.get("segments") or []:
                     db["document_segments"].insert(
                         {**pick(segment, SEGMENT_FIELDS), "document_id": document_id}
                     )
@@ -135,13 +176,19 @@ def _checked(data: dict[str, Any] | str | bytes) -> dict[str, Any]:
     if isinstance(data, str | bytes):
         try:
             data = json.loads(data)
+        except RecursionError:
+            raise InputError(
+                "The file is nested too deeply to be a Swapless conversation export."
+            ) from None
         except ValueError as exc:
             raise InputError(f"The file is not valid JSON: {exc}.") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError("The file is not a Swapless conversation export.")
     version = data.get("version")
-    if not isinstance(version, int) or version < 1:
-        raise InputError(f"The export has an invalid format version: {version!r}.")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InputError(
+            f"The export has an invalid format version: {_short(version)}."
+        )
     if version > FORMAT_VERSION:
         raise InputError(
             f"The export was written by a newer version of Swapless (format version "
@@ -155,51 +202,167 @@ def _checked(data: dict[str, Any] | str | bytes) -> dict[str, Any]:
     return data
 
 
+# -- the shape of an export ----------------------------------------------------------
+# Each check takes (where, value) and raises ValueError naming ``where``.
+
+
+def _text(where: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be text, not {_short(value)}")
+
+
+def _optional_text(where: str, value: Any) -> None:
+    if value is not None:
+        _text(where, value)
+
+
+def _time(where: str, value: Any) -> None:
+    _text(where, value)
+    try:
+        parse_time(value)
+    except ValueError:
+        raise ValueError(
+            f"{where} is not a Swapless timestamp: {_short(value)}"
+        ) from None
+
+
+def _whole(minimum: int | None) -> Callable[[str, Any], None]:
+    def check(where: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where} must be a whole number, not {_short(value)}")
+        if minimum is not None and value < minimum:
+            raise ValueError(f"{where} must be at least {minimum}, not {value}")
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{where} is too large: {_short(value)}")
+
+    return check
+
+
+def _optional(check: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
+    def optional(where: str, value: Any) -> None:
+        if value is not None:
+            check(where, value)
+
+    return optional
+
+
+def _number(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where} must be a number, not {_short(value)}")
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[str, Any], None]:
+    def check(where: str, value: Any) -> None:
+        if value not in allowed:
+            raise ValueError(
+                f"{where} is {_short(value)}, expected one of {', '.join(allowed)}"
+            )
+
+    return check
+
+
+_CONVERSATION = {
+    "title": _text,
+    "created_at": _time,
+    "updated_at": _time,
+    "model": _optional_text,
+    "system_prompt": _text,
+}
+_MESSAGE = {
+    "role": _one_of(ROLES),
+    "content": _text,
+    "created_at": _time,
+    "token_count": _optional(_whole(0)),
+    "state": _one_of(MESSAGE_STATES),
+    "error": _optional_text,
+}
+_SUMMARY = {
+    "content": _text,
+    "token_count": _optional(_whole(0)),
+    "method": _one_of(SUMMARY_METHODS),
+    "created_at": _time,
+}
+_DOCUMENT = {
+    "name": _text,
+    "size_bytes": _whole(0),
+    "sha256": _text,
+    "segment_tokens": _whole(1),
+    "segments_total": _optional(_whole(1)),
+    "status": _one_of(DOCUMENT_STATUSES),
+    "created_at": _time,
+    "error": _optional_text,
+}
+_SEGMENT = {
+    "segment_index": _whole(0),
+    "token_count": _whole(0),
+    "notes": _text,
+    "tokens_per_s": _optional(_number),
+    "peak_memory_bytes": _optional(_whole(0)),
+    "kv_bytes": _optional(_whole(0)),
+    "created_at": _time,
+}
+
+
+def _object(where: str, value: Any, fields: dict[str, Callable]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be an object, not {_short(value)}")
+    for name, check in fields.items():
+        check(f"{where}.{name}", value.get(name))
+    return value
+
+
+def _list(where: str, value: Any) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list, not {_short(value)}")
+    return value
+
+
 def _validate(data: dict[str, Any]) -> None:
-    """Raise KeyError/TypeError/ValueError on anything the database would reject."""
-    conversation = data["conversation"]
+    """Raise ValueError on anything the database would reject or the app misread."""
+    for key in ("conversation", "messages", "summaries", "documents"):
+        if key not in data:
+            raise ValueError(f"{key} is missing")
+    conversation = _object("conversation", data["conversation"], _CONVERSATION)
     if not isinstance(conversation.get("settings") or {}, dict):
         raise ValueError("conversation.settings is not an object")
-    for name in ("created_at", "updated_at"):
-        parse_time(conversation[name])
-    messages = data["messages"]
-    summaries = data["summaries"]
+    messages = _list("messages", data["messages"])
+    summaries = _list("summaries", data["summaries"])
     for i, message in enumerate(messages):
-        _one_of(f"messages[{i}].role", message["role"], ROLES)
-        _one_of(f"messages[{i}].state", message["state"], MESSAGE_STATES)
-        parse_time(message["created_at"])
-        _index(f"messages[{i}].summary", message.get("summary"), len(summaries))
+        where = f"messages[{i}]"
+        _object(where, message, _MESSAGE)
+        stats = message.get("stats") or {}
+        _object(f"{where}.stats", stats, {})
+        for name in STATS_COLUMNS:
+            _optional(_number)(f"{where}.stats.{name}", stats.get(name))
+        _index(f"{where}.summary", message.get("summary"), len(summaries))
     for i, summary in enumerate(summaries):
-        _one_of(f"summaries[{i}].method", summary["method"], SUMMARY_METHODS)
-        parse_time(summary["created_at"])
+        where = f"summaries[{i}]"
+        _object(where, summary, _SUMMARY)
         first = _index(
-            f"summaries[{i}].first_message", summary["first_message"], len(messages)
+            f"{where}.first_message", summary.get("first_message"), len(messages)
         )
         last = _index(
-            f"summaries[{i}].last_message", summary["last_message"], len(messages)
+            f"{where}.last_message", summary.get("last_message"), len(messages)
         )
         if first is None or last is None or first > last:
-            raise ValueError(f"summaries[{i}] has an invalid message span")
-        _index(
-            f"summaries[{i}].superseded_by",
-            summary.get("superseded_by"),
-            len(summaries),
-        )
-    for i, document in enumerate(data["documents"]):
-        _one_of(f"documents[{i}].status", document["status"], DOCUMENT_STATUSES)
-        parse_time(document["created_at"])
-        for segment in document.get("segments", []):
-            parse_time(segment["created_at"])
-
-
-def _one_of(where: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{where} is {value!r}, expected one of {', '.join(allowed)}")
+            raise ValueError(f"{where} has an invalid message span")
+        _index(f"{where}.superseded_by", summary.get("superseded_by"), len(summaries))
+    for i, document in enumerate(_list("documents", data["documents"])):
+        where = f"documents[{i}]"
+        _object(where, document, _DOCUMENT)
+        segments = _list(f"{where}.segments", document.get("segments") or [])
+        for j, segment in enumerate(segments):
+            _object(f"{where}.segments[{j}]", segment, _SEGMENT)
 
 
 def _index(where: str, value: Any, length: int) -> int | None:
     if value is None:
         return None
-    if not isinstance(value, int) or not 0 <= value < length:
-        raise ValueError(f"{where} is {value!r}, not an index below {length}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < length:
+        raise ValueError(f"{where} is {_short(value)}, not an index below {length}")
     return value
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

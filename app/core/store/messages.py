@@ -1,8 +1,9 @@
 """Messages, and the life of a streamed reply: generating → complete/interrupted/error.
 
 A reply is saved while it streams (see `ReplySaver`), so a crash or kill loses at most
-the last second of text; `recover_interrupted` turns what was left ``generating`` into
-``interrupted`` the next time the store opens.
+the last second of text. Each reply names the store writing it, so that
+`recover_interrupted` (in `writers`) can turn what a writer that is gone left
+``generating`` into ``interrupted`` the next time a store opens.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from app.core.store.base import StoreBase
 from app.core.store.records import ROLES, Message, ReplyStats
+from app.core.store.writers import WritersMixin
 
 
-class MessagesMixin(StoreBase):
+class MessagesMixin(WritersMixin):
     """Message and reply methods of `Store`."""
 
     def add_message(
@@ -119,6 +120,7 @@ class MessagesMixin(StoreBase):
         return self._insert_message(
             conversation_id,
             {"role": "assistant", "content": "", "state": "generating"},
+            writer=True,
         )
 
     def update_reply_text(self, message_id: int, text: str) -> None:
@@ -185,27 +187,13 @@ class MessagesMixin(StoreBase):
             message_id, content, stats, state="error", token_count=None, error=error
         )
 
-    def recover_interrupted(self) -> int:
-        """Mark replies and documents left mid-work by a crash as ``interrupted``.
-
-        Called by `Store.open`. Text saved so far is kept; document reading can be
-        resumed from `next_segment_index`.
-
-        Returns:
-            The number of replies that were left ``generating``.
-        """
-        with self._writing() as db:
-            count = db.execute(
-                "UPDATE messages SET state = 'interrupted' WHERE state = 'generating'"
-            ).rowcount
-            db.execute(
-                "UPDATE documents SET status = 'interrupted' WHERE status = 'reading'"
-            )
-        return count
-
-    def _insert_message(self, conversation_id: int, values: dict[str, Any]) -> int:
+    def _insert_message(
+        self, conversation_id: int, values: dict[str, Any], *, writer: bool = False
+    ) -> int:
         with self._writing() as db:
             self._row(db, "conversations", conversation_id, "Conversation")
+            if writer:
+                values = {**values, "writer_id": self._writer_id(db)}
             now = self._now()
             message_id = (
                 db["messages"]
@@ -239,6 +227,7 @@ class MessagesMixin(StoreBase):
                     "state": state,
                     "token_count": token_count,
                     "error": error,
+                    "writer_id": None,
                     **stats.as_dict(),
                 },
             )

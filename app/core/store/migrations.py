@@ -26,6 +26,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from app.core.errors import StoreError
+from app.core.store import locking
 from app.core.store.records import format_time, utc_now
 
 MIGRATIONS_TABLE = "_migrations"
@@ -188,9 +189,50 @@ def m001_initial_schema(db: Database) -> None:
     _execute_all(db, _fts_statements("conversations", "title"))
 
 
-# --- Add migration 2 here. ----------------------------------------------------------
+# --- Migration 2: who is writing an unfinished reply or document. Shipped: never edit.
 
-SCHEMA_VERSION = 1
+_V2_WRITERS = """CREATE TABLE IF NOT EXISTS writers (
+    id INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    process_started_at REAL NOT NULL,
+    store_token TEXT NOT NULL UNIQUE,
+    opened_at TEXT NOT NULL
+)"""
+
+_V2_WRITER_COLUMNS = (
+    ("messages", "writer_id INTEGER REFERENCES writers(id) ON DELETE SET NULL"),
+    ("documents", "writer_id INTEGER REFERENCES writers(id) ON DELETE SET NULL"),
+)
+
+_V2_INDEXES = (
+    # Only unfinished rows name a writer; deleting a writer looks them up.
+    "CREATE INDEX IF NOT EXISTS messages_by_writer ON messages(writer_id)"
+    " WHERE writer_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS documents_by_writer ON documents(writer_id)"
+    " WHERE writer_id IS NOT NULL",
+)
+
+
+@migration(2)
+def m002_writers(db: Database) -> None:
+    """Record which open store (process, start time, host) writes each unfinished row.
+
+    Crash recovery then touches only replies and documents whose writer is gone,
+    never those another running Swapless process is still writing.
+    """
+    db.execute(_V2_WRITERS)
+    for table, column in _V2_WRITER_COLUMNS:
+        name = column.split()[0]
+        existing = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if name not in existing:  # ALTER TABLE has no IF NOT EXISTS
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    _execute_all(db, _V2_INDEXES)
+
+
+# --- Add migration 3 here. ----------------------------------------------------------
+
+SCHEMA_VERSION = 2
 """The schema version this code writes: the number of the last migration."""
 
 
@@ -247,16 +289,20 @@ def migrate(db: Database, *, up_to: int = SCHEMA_VERSION) -> list[int]:
     Returns:
         The numbers of the migrations applied now (by this call).
     """
-    db.execute(
-        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
-        " version INTEGER PRIMARY KEY,"
-        " name TEXT NOT NULL,"
-        " applied_at TEXT NOT NULL)"
-    )
+    wanted = [step for step in _MIGRATIONS if step.version <= up_to]
+    # Read first: an up-to-date file (nearly every open) needs no write lock, so
+    # opening the store never waits for, or delays, another process's write.
+    if recorded_version(db.conn) >= len(wanted):
+        return []
+    with _write_locked(db):
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+            " version INTEGER PRIMARY KEY,"
+            " name TEXT NOT NULL,"
+            " applied_at TEXT NOT NULL)"
+        )
     done = []
-    for step in _MIGRATIONS:
-        if step.version > up_to:
-            break
+    for step in wanted:
         with _write_locked(db):
             # Checked under the write lock: another process (the CLI while the app
             # is open) may have applied it since we looked.
@@ -286,7 +332,7 @@ def _is_applied(db: Database, version: int) -> bool:
 @contextlib.contextmanager
 def _write_locked(db: Database) -> Iterator[None]:
     """Run the block in a transaction that holds the write lock from its start."""
-    db.conn.execute("BEGIN IMMEDIATE")
+    locking.begin_immediate(db.conn)
     try:
         yield
     except BaseException:

@@ -47,8 +47,9 @@ class Store(
     Attributes:
         recovered_from: Where a corrupt database file was moved when this store
             opened, or None. The UI and CLI tell the user about it.
-        recovered_replies: How many replies were left ``generating`` by a crash and
-            marked ``interrupted`` when this store opened.
+        recovered_replies: How many replies a writer that is gone (a process that
+            crashed, was killed or could not save) left ``generating``, marked
+            ``interrupted`` when this store opened.
     """
 
     def __init__(
@@ -62,6 +63,8 @@ class Store(
         super().__init__(db, path, clock)
         self.recovered_from = recovered_from
         self.recovered_replies = 0
+        self._closed = False
+        self._start_writing()
 
     @classmethod
     def open(
@@ -73,8 +76,9 @@ class Store(
         """Open the database, creating, repairing or migrating it as needed.
 
         A corrupt file is moved aside to ``<name>.corrupt-<UTC time>`` and a new one
-        started (see `recovered_from`); replies left ``generating`` by a crash become
-        ``interrupted`` (see `recovered_replies`).
+        started (see `recovered_from`); replies left ``generating`` by a writer that is
+        gone become ``interrupted`` (see `recovered_replies`), while those another
+        running process is writing are left alone.
 
         Args:
             path: The database file; defaults to `paths.database_path()`.
@@ -90,6 +94,11 @@ class Store(
         if path is None:
             try:
                 path = paths.database_path()
+            except (FileExistsError, NotADirectoryError) as exc:
+                raise StoreError(
+                    f"{exc.filename} is a file, but Swapless keeps its data in a folder "
+                    f"there. Move the file away, or set {paths.HOME_ENV} to a folder."
+                ) from exc
             except OSError as exc:
                 raise StoreError(
                     f"Swapless cannot create its data folder: {exc.strerror or exc} "
@@ -122,9 +131,19 @@ class Store(
             return schema_version(db)
 
     def close(self) -> None:
-        """Close the database; the store cannot be used afterwards."""
+        """Close the database; the store cannot be used afterwards.
+
+        Replies this store left ``generating`` become recoverable: the next store to
+        open marks them ``interrupted``.
+        """
         with self._lock:
-            self._db.close()
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._stop_writing()
+            finally:
+                self._db.close()
 
     def __enter__(self) -> Store:
         return self

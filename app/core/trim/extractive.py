@@ -3,7 +3,9 @@
 Used for the demo model (whose own summaries would be noise), for the ``extractive``
 summary mode, and as the fallback when a model summary fails. It keeps the opening
 sentence of every dropped message, newest messages first when space runs out, inside a
-token budget measured with the model's own tokenizer.
+token budget measured with the model's own tokenizer. It always says something: when
+not even one whole sentence fits, the newest one is cut to the words that do, and
+messages without any text are counted rather than left out.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def extractive_summary(
         previous_summary: An earlier summary being folded into this one.
 
     Returns:
-        The summary text (only the header when nothing fits).
+        The summary text: the header and at least one line (a line cut to the words
+        that fit when the budget is smaller than any whole line).
     """
     lines = []
     if previous_summary:
@@ -53,10 +56,35 @@ def extractive_summary(
         if sentence:
             who = "User" if role == "user" else "Assistant"
             lines.append(f"- {who}: {sentence}")
+    if not lines:
+        count = len(messages)
+        noun = "message" if count == 1 else "messages"
+        lines.append(f"- {count} earlier {noun} without any text.")
     # Drop the oldest lines first until the text fits: recent context matters most.
-    while lines:
+    while len(lines) > 1:
         text = "\n".join([HEADER, *lines])
         if count_tokens(text) <= max_tokens:
             return text
         lines.pop(0)
-    return HEADER
+    return _cut_to_fit(lines[0], max_tokens, count_tokens)
+
+
+def _cut_to_fit(line: str, max_tokens: int, count_tokens: Callable[[str], int]) -> str:
+    """The header and as many words of ``line`` as fit (at least its first words)."""
+    words = line.split(" ")
+
+    def text(n: int) -> str:
+        cut = " ".join(words[:n])
+        return f"{HEADER}\n{cut}" + ("…" if n < len(words) else "")
+
+    if count_tokens(text(len(words))) <= max_tokens:
+        return text(len(words))
+    # "- User: first" is the shortest line that still says something.
+    low, high = min(3, len(words)), len(words)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(text(middle)) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text(low)

@@ -6,8 +6,11 @@ import pytest
 
 from app.core.budget.kv_budget import (
     ALLOCATION_STEP,
+    STATE_CHECKPOINTS,
+    bounded_kv_bytes,
     bytes_per_element,
     bytes_per_token,
+    checkpoint_bytes,
     fixed_kv_bytes,
     kv_bytes_at,
     prefill_scores_bytes,
@@ -70,7 +73,10 @@ def test_gemma3_sliding_layers_are_capped_at_their_window(geometry):
     assert bytes_per_token(g) == 20_480
     # Each of the 29 sliding layers holds at most 1024 tokens of 4 x 256 x 2 x 2 bytes.
     sliding_full = 29 * 1024 * 4096
-    assert fixed_kv_bytes(g) == sliding_full == 121_634_816
+    assert bounded_kv_bytes(g) == sliding_full == 121_634_816
+    # The budget also sets aside the turn-reuse checkpoints of those windows.
+    assert checkpoint_bytes(g) == sliding_full
+    assert fixed_kv_bytes(g) == (1 + STATE_CHECKPOINTS) * sliding_full
     assert kv_bytes_at(g, 300) == 512 * 20_480 + 29 * 512 * 4096
     assert kv_bytes_at(g, 1000) == 1024 * 20_480 + sliding_full
     assert kv_bytes_at(g, 8192) == 8192 * 20_480 + sliding_full == 289_406_976
@@ -84,13 +90,18 @@ def test_quantized_bits_apply_to_full_layers_only(geometry):
     assert kv_bytes_at(g, 8192, 4, 64) == 8192 * per_token_4bit + 121_634_816
 
 
+def test_full_attention_models_set_nothing_aside(geometry):
+    g = geometry("llama-3.1-8b-instruct")
+    assert bounded_kv_bytes(g) == checkpoint_bytes(g) == fixed_kv_bytes(g) == 0
+
+
 def test_gemma3_1b_and_270m(geometry):
     g1 = geometry("gemma-3-1b-it")
     assert bytes_per_token(g1) == 4 * 1 * 256 * 2 * 2
-    assert fixed_kv_bytes(g1) == 22 * 512 * 1024
+    assert bounded_kv_bytes(g1) == 22 * 512 * 1024
     g270 = geometry("gemma-3-270m")
     assert bytes_per_token(g270) == 3 * 256 * 2 * 2
-    assert fixed_kv_bytes(g270) == 15 * 512 * 1024
+    assert bounded_kv_bytes(g270) == 15 * 512 * 1024
 
 
 def test_gemma2_counts_every_layer(geometry):
@@ -101,10 +112,10 @@ def test_qwen3_next_constant_state_is_included(geometry):
     g = geometry("qwen3-next-80b-a3b-instruct")
     assert bytes_per_token(g) == 2 * 12 * 2 * 256 * 2  # 24,576: 12 full layers
     state = 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)
-    assert fixed_kv_bytes(g) == state == 77_266_944
+    assert bounded_kv_bytes(g) == state == 77_266_944
     assert kv_bytes_at(g, 4096) == 4096 * 24_576 + state
     # float32 activations double the convolution state, not the float32 recurrence.
-    assert fixed_kv_bytes(g, act_dtype_bytes=4) == 36 * (
+    assert bounded_kv_bytes(g, act_dtype_bytes=4) == 36 * (
         3 * 8192 * 4 + 32 * 128 * 128 * 4
     )
 
@@ -112,7 +123,7 @@ def test_qwen3_next_constant_state_is_included(geometry):
 def test_jamba(geometry):
     g = geometry("jamba-v0.1")
     assert bytes_per_token(g) == 2 * 4 * 8 * 128 * 2
-    assert fixed_kv_bytes(g) == 28 * (3 * 8192 + 8192 * 16) * 2
+    assert bounded_kv_bytes(g) == 28 * (3 * 8192 + 8192 * 16) * 2
 
 
 def test_deepseek_v3_latent_cache(geometry):
@@ -136,7 +147,7 @@ def test_pure_state_model_does_not_grow():
         }
     )
     assert bytes_per_token(g, 4, 64) == 0
-    assert kv_bytes_at(g, 100_000) == kv_bytes_at(g, 1) == fixed_kv_bytes(g)
+    assert kv_bytes_at(g, 100_000) == kv_bytes_at(g, 1) == bounded_kv_bytes(g)
 
 
 def test_group_must_divide_head_dim_with_valid_values_listed(geometry):

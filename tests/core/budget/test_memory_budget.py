@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.budget.kv_budget import bytes_per_token, fixed_kv_bytes, kv_bytes_at
+from app.core.budget.kv_budget import (
+    STATE_CHECKPOINTS,
+    bytes_per_token,
+    checkpoint_bytes,
+    fixed_kv_bytes,
+    kv_bytes_at,
+)
 from app.core.budget.memory_budget import (
     DEFAULT_MEMORY_CAP_FRACTION,
     DEFAULT_RESERVE_BYTES,
@@ -51,8 +57,9 @@ def test_max_safe_context_llama_8b_on_16_gib(geometry):
 def test_max_safe_context_sets_sliding_windows_aside_first(geometry):
     g = geometry("gemma-3-4b-it")
     # 8 GiB x 0.75 - 2 GiB reserve - 2 GiB weights - 116 MiB of full sliding windows
-    # = 2,025,848,832 bytes; x 0.6 / 20,480 B/token = 59,351 -> 59,136.
-    assert max_safe_context(8 * GIB, 2 * GIB, g, 16, 64, DEFAULTS) == 59_136
+    # and 3 x 116 MiB of their turn-reuse checkpoints (4 x 121,634,816 = 486,539,264)
+    # = 1,660,944,384 bytes; x 0.6 / 20,480 B/token = 48,660 -> 48,640.
+    assert max_safe_context(8 * GIB, 2 * GIB, g, 16, 64, DEFAULTS) == 48_640
 
 
 def test_max_safe_context_uses_the_runtime_dtype(geometry):
@@ -96,10 +103,11 @@ def test_cache_at_the_safe_context_stays_within_the_kv_limit(geometry, name, bit
     total, weights = 32 * GIB, 3 * GIB
     tokens = max_safe_context(total, weights, g, bits, 64, DEFAULTS)
     limit = kv_limit_bytes(total, weights, DEFAULTS, fixed_kv_bytes(g))
+    checkpoints = STATE_CHECKPOINTS * checkpoint_bytes(g)
     assert tokens > 0
-    assert kv_bytes_at(g, tokens, bits, 64) <= limit
+    assert kv_bytes_at(g, tokens, bits, 64) + checkpoints <= limit
     # The limit is the longest whole number of steps: one more step would not fit.
-    assert kv_bytes_at(g, tokens + 256, bits, 64) > limit
+    assert kv_bytes_at(g, tokens + 256, bits, 64) + checkpoints > limit
 
 
 def test_check_model_fits_returns_room_for_the_cache():

@@ -28,7 +28,7 @@ def test_text_encodings_decode_to_the_same_text(tmp_path, raw, encoding):
     path = tmp_path / "doc.md"
     path.write_bytes(raw)
     document = read_document(path)
-    assert document.text == TEXT  # the byte-order mark is not part of the text
+    assert document.read_text() == TEXT  # the byte-order mark is not part of the text
     assert document.encoding == encoding
     assert document.name == "doc.md"
     assert document.size_bytes == len(raw)
@@ -38,7 +38,7 @@ def test_text_encodings_decode_to_the_same_text(tmp_path, raw, encoding):
 def test_windows_and_old_mac_newlines_become_newlines(tmp_path):
     path = tmp_path / "crlf.txt"
     path.write_bytes(b"one\r\ntwo\r\n\r\nthree\rfour")
-    assert read_document(path).text == "one\ntwo\n\nthree\nfour"
+    assert read_document(path).read_text() == "one\ntwo\n\nthree\nfour"
 
 
 @pytest.mark.parametrize(

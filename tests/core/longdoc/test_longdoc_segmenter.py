@@ -13,7 +13,11 @@ import re
 
 import pytest
 
-from app.core.longdoc.segmenter import split_segments, truncate_to_tokens
+from app.core.longdoc.segmenter import (
+    split_segments,
+    stream_segments,
+    truncate_to_tokens,
+)
 
 WORDS = [
     "the",
@@ -195,3 +199,78 @@ def test_truncate_never_trades_a_word_boundary_for_tokens():
     assert truncate_to_tokens(text, 3, count) == "abcd\nx"
     assert truncate_to_tokens(text, 4, count) == "abcd"  # it fits: cut at the word
     assert truncate_to_tokens("x" * 10, 0, count_chars) == ""
+
+
+# -- streaming ----------------------------------------------------------------------
+
+
+def pieces(text: str, size: int):
+    return (text[i : i + size] for i in range(0, len(text), size))
+
+
+class RecordingCounter:
+    """A counter that remembers the longest text it was asked to count."""
+
+    def __init__(self, count):
+        self.count = count
+        self.longest = 0
+
+    def __call__(self, text: str) -> int:
+        self.longest = max(self.longest, len(text))
+        return self.count(text)
+
+
+def long_random_text(seed: int, parts: int = 30) -> str:
+    return "\n\n".join(random_text(seed * 1000 + i) for i in range(parts))
+
+
+@pytest.mark.parametrize(
+    ("counter", "max_tokens", "seed"),
+    [("words", 20, seed) for seed in range(10)]
+    + [("chars", 120, seed) for seed in range(10)]
+    # The real tokenizer is the slow one: fewer texts.
+    + [("bpe", 48, seed) for seed in range(3)],
+)
+def test_streamed_segments_are_bounded_lossless_and_independent_of_chunking(
+    seed, counter, max_tokens, request
+):
+    count = {"words": count_words, "chars": count_chars}.get(counter)
+    if count is None:
+        count = request.getfixturevalue("count_bpe")
+    text = long_random_text(seed)
+    window = max(max_tokens * 4 * 8, 4096)
+    assert len(text) > 3 * window  # several windows, or nothing is tested
+    recording = RecordingCounter(count)
+    segments = list(stream_segments(pieces(text, 5000), max_tokens, recording))
+    check_invariants(text, segments, max_tokens, count)
+    # The tokenizer never saw the whole text, only about a window of it.
+    assert recording.longest <= 2 * window
+    for size in (1, 333, len(text)):
+        assert list(stream_segments(pieces(text, size), max_tokens, count)) == segments
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_text_that_fits_one_window_streams_like_split_segments(seed, count_bpe):
+    text = random_text(seed)
+    streamed = list(stream_segments(pieces(text, 97), 48, count_bpe))
+    assert streamed == split_segments(text, 48, count_bpe)
+
+
+def test_a_segment_longer_than_the_window_widens_it():
+    # One "word" per 2,000 tokens of a counter that sees 1 token per 40 characters:
+    # a segment spans far more characters than the window is sized for.
+    def sparse(text: str) -> int:
+        return -(-len(text) // 40)
+
+    text = " ".join("y" * 39_000 for _ in range(6))
+    segments = list(stream_segments(pieces(text, 4096), 1000, sparse))
+    check_invariants(text, segments, 1000, sparse)
+    assert [s.text for s in segments] == ["y" * 39_000] * 6
+    assert [s.span.tokens for s in segments] == [975] * 6
+
+
+def test_streaming_whitespace_gives_nothing_and_bad_bounds_are_refused():
+    assert list(stream_segments(pieces(" \n" * 10_000, 100), 10, count_words)) == []
+    assert list(stream_segments([], 10, count_words)) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        list(stream_segments(["text"], 0, count_words))

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from app.core.errors import InputError
+from app.core.presets import get_preset
 from app.core.store import FORMAT, FORMAT_VERSION, ReplyStats
 
 STATS = ReplyStats(
@@ -27,9 +28,22 @@ STATS = ReplyStats(
 )
 
 
+def _with_chat_settings(store, conversation_id) -> int:
+    """Give a conversation the settings a real session stores: a whole, valid preset.
+
+    (Imports replace invalid or partial settings by the defaults, so only valid ones
+    survive a round trip unchanged.)
+    """
+    store.update_conversation(
+        conversation_id, preset="chat", settings=get_preset("chat").to_dict()
+    )
+    return conversation_id
+
+
 @pytest.fixture
 def rich_conversation(store, conversation_id) -> int:
     """A conversation using every feature the export has to carry."""
+    _with_chat_settings(store, conversation_id)
     ids = []
     for i in range(3):
         ids.append(
@@ -84,7 +98,7 @@ def test_export_format_is_versioned_and_free_of_ids(store, rich_conversation):
         )
     )
     assert not {key for key in _keys(export) if key == "id" or key.endswith("_id")}
-    assert export["conversation"]["settings"] == {"temperature": 0.7}
+    assert export["conversation"]["settings"] == get_preset("chat").to_dict()
     assert [s["superseded_by"] for s in export["summaries"]] == [1, None]
     assert [(s["first_message"], s["last_message"]) for s in export["summaries"]] == [
         (0, 1),
@@ -135,6 +149,7 @@ def test_imported_conversation_behaves_like_the_original(store, rich_conversatio
 
 
 def test_generating_reply_is_imported_as_interrupted(store, conversation_id):
+    _with_chat_settings(store, conversation_id)
     store.add_message(conversation_id, "user", "hi")
     reply = store.begin_reply(conversation_id)
     store.update_reply_text(reply, "Hel")

@@ -18,7 +18,7 @@ import pytest
 
 from app.core import paths
 from app.core.errors import KnownError, StoreError
-from app.core.store import SCHEMA_VERSION, Store
+from app.core.store import SCHEMA_VERSION, Store, locking
 from app.core.store import database as store_database
 
 
@@ -188,7 +188,7 @@ def test_empty_file_is_a_valid_new_database(db_path, clock):
 
 def test_locked_database_is_an_error_not_corruption(db_path, clock, monkeypatch):
     _make_store_with_one_conversation(db_path, clock)
-    monkeypatch.setattr(store_database, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(locking, "BUSY_TIMEOUT_MS", 50)
     holder = sqlite3.connect(db_path, isolation_level=None)
     holder.execute("PRAGMA journal_mode = DELETE")
     holder.execute("BEGIN EXCLUSIVE")

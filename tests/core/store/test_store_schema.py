@@ -45,6 +45,7 @@ EXPECTED_COLUMNS = {
         "kv_bits": "INTEGER",
         "summary_id": "INTEGER",
         "error": "TEXT",
+        "writer_id": "INTEGER",
     },
     "summaries": {
         "id": "INTEGER",
@@ -68,6 +69,15 @@ EXPECTED_COLUMNS = {
         "status": "TEXT",
         "created_at": "TEXT",
         "error": "TEXT",
+        "writer_id": "INTEGER",
+    },
+    "writers": {
+        "id": "INTEGER",
+        "host": "TEXT",
+        "pid": "INTEGER",
+        "process_started_at": "REAL",
+        "store_token": "TEXT",
+        "opened_at": "TEXT",
     },
     "document_segments": {
         "id": "INTEGER",
@@ -91,6 +101,8 @@ EXPECTED_INDEXES = {
     "summaries_by_conversation",
     "documents_by_conversation",
     "conversations_by_update",
+    "messages_by_writer",
+    "documents_by_writer",
 }
 
 EXPECTED_TRIGGERS = {
@@ -108,6 +120,8 @@ EXPECTED_FOREIGN_KEYS = {
     ("summaries", "superseded_by", "summaries", "NO ACTION"),
     ("documents", "conversation_id", "conversations", "CASCADE"),
     ("document_segments", "document_id", "documents", "CASCADE"),
+    ("messages", "writer_id", "writers", "SET NULL"),
+    ("documents", "writer_id", "writers", "SET NULL"),
 }
 
 
@@ -168,7 +182,9 @@ def test_schema_version_is_the_last_migration(store):
 def test_reopening_applies_nothing_again(db_path, clock):
     Store.open(db_path, clock=clock).close()
     with Store.open(db_path, clock=clock) as store:
-        assert store.db.execute("SELECT COUNT(*) FROM _migrations").fetchone()[0] == 1
+        assert store.db.execute("SELECT COUNT(*) FROM _migrations").fetchone()[
+            0
+        ] == len(migrations.registered())
         assert migrations.migrate(store.db) == []
 
 
@@ -318,5 +334,7 @@ def test_stores_opening_a_new_file_at_once_migrate_it_once(db_path, clock):
         thread.join()
     assert errors == []
     conn = sqlite3.connect(db_path)
-    assert conn.execute("SELECT version FROM _migrations").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM _migrations").fetchall() == [
+        (m.version,) for m in migrations.registered()
+    ]
     conn.close()

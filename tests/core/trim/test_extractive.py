@@ -36,3 +36,16 @@ def test_summary_is_deterministic_and_folds_the_previous_one():
     assert a == b
     assert "- Before that: - User: Hi." in a
     assert "- Assistant: In France." in a
+
+
+def test_a_budget_smaller_than_any_sentence_still_gives_content():
+    long_sentence = " ".join(f"word{i}" for i in range(80)) + "."
+    text = extractive_summary([("user", long_sentence)], 20, words)
+    body = text.removeprefix(HEADER).strip()
+    assert words(text) <= 20
+    assert body.startswith("- User: word0 word1") and body.endswith("…")
+
+
+def test_messages_without_text_are_counted_not_dropped():
+    text = extractive_summary([("user", "   "), ("assistant", "\n")], 50, words)
+    assert text == f"{HEADER}\n- 2 earlier messages without any text."

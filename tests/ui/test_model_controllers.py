@@ -1,4 +1,4 @@
-"""Models in the window: welcome, loading, a broken folder, the model manager, downloads."""
+"""Models in the window: welcome, loading, a broken folder, the picker and the model manager."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 import shutil
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QLabel, QMessageBox
 
 from app.core.settings import AppSettings
-from app.ui.main_window import NO_MODEL_REASON
 from app.ui.model_manager_dialog import ModelManagerDialog
+from app.ui.turn_controller import NO_MODEL_REASON
 
 
 def _error_boxes(window) -> list[QMessageBox]:
@@ -27,26 +27,29 @@ def test_first_start_shows_the_welcome_panel_and_a_disabled_composer(
     assert not window.composer.button.isEnabled()
     assert not window.composer.edit.isEnabled()
     assert window.composer.reason_label.text() == NO_MODEL_REASON
-    assert (
-        "noise"
-        in window.welcome_view.findChild(
-            type(window.composer.reason_label), "demoExplanation"
-        ).text()
-    )
-    assert window.model_combo.currentText() == "No model loaded"
-    window.send_message("ignored without a model")
-    assert not window.busy
+    explanation = window.welcome_view.findChild(QLabel, "demoExplanation")
+    assert "noise" in explanation.text()
+    assert window.toolbar.model_combo.currentText() == "No model loaded"
+    assert not window.turns.send("ignored without a model")
+    assert not window.turns.busy
 
 
-def test_loading_a_model_enables_the_chat(qtbot, make_window, tiny_model_dir, store):
+def test_loading_a_model_enables_the_chat(qtbot, make_window, tiny_model_dir):
     window = make_window()
-    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
-        window.load_model(str(tiny_model_dir))
+    with qtbot.waitSignal(window.models.loading_started, timeout=30_000):
+        window.models.load(str(tiny_model_dir))
+    assert window.toolbar.loading and not window.toolbar.model_combo.isEnabled()
+    qtbot.waitUntil(lambda: window.models.info is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=5000)
     assert window.main_stack.currentWidget() is window.chat_view
     assert window.composer.button.isEnabled() and window.composer.edit.isEnabled()
+    assert not window.toolbar.loading
     # The tiny model has random weights: the window says its replies are noise.
-    assert window.banners.banner("demo") is not None
-    assert window.memory_gauge.weights_bytes == window.model_info.weights_bytes
+    demo = window.notices.notice("demo")
+    assert (
+        demo is not None and "noise" in demo.text and demo.action[0] == "Open models…"
+    )
+    assert window.memory_gauge.weights_bytes == window.models.info.weights_bytes
     from app.core.settings import load_settings
 
     assert load_settings().last_model == str(tiny_model_dir)
@@ -58,17 +61,16 @@ def test_a_broken_model_folder_shows_an_error_not_a_crash(
     broken = tmp_path / "broken-model"
     broken.mkdir()
     (broken / "config.json").write_text("{ this is not json")
-    with qtbot.waitSignal(window.model_load_failed, timeout=30_000) as blocker:
-        window.load_model(str(broken))
+    with qtbot.waitSignal(window.models.load_failed, timeout=30_000) as blocker:
+        window.models.load(str(broken))
     error = blocker.args[0]
     assert error.known and str(broken) in error.message
     boxes = _error_boxes(window)
     assert boxes and boxes[-1].isVisible()
     assert "config.json" in boxes[-1].text()
     boxes[-1].accept()
-    # The window goes on: load the good model again and chat.
-    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
-        window.load_model(str(tiny_model_dir))
+    with qtbot.waitSignal(window.models.loaded, timeout=30_000):
+        window.models.load(str(tiny_model_dir))
     _, report = send(window, "still alive?")
     assert report.generated_tokens > 0
 
@@ -81,10 +83,23 @@ def test_a_folder_with_unknown_architecture_is_refused_in_words(
     config = json.loads((odd / "config.json").read_text())
     config["model_type"] = "no-such-architecture"
     (odd / "config.json").write_text(json.dumps(config))
-    with qtbot.waitSignal(window.model_load_failed, timeout=30_000) as blocker:
-        window.load_model(str(odd))
+    with qtbot.waitSignal(window.models.load_failed, timeout=30_000) as blocker:
+        window.models.load(str(odd))
     assert blocker.args[0].known
     assert _error_boxes(window)[-1].isVisible()
+
+
+def test_changing_the_model_mid_reply_is_refused_in_the_notice_area(
+    qtbot, window, tiny_model_dir, quick_preset
+):
+    window.current.set_preset(quick_preset(max_tokens=4000))
+    with qtbot.waitSignal(window.turns.live_text_changed, timeout=30_000):
+        window.turns.send("A long one")
+    with qtbot.waitSignal(window.models.load_refused, timeout=1000):
+        assert not window.models.load(str(tiny_model_dir))
+    assert window.notices.notice("refused").text.startswith("Stop the reply first")
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=30_000):
+        window.turns.stop()
 
 
 def _fake_hub_layout(home, tiny_model_dir):
@@ -108,12 +123,14 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     window = make_window()
-    qtbot.waitUntil(lambda: len(window._models) == 2, timeout=15_000)
-    labels = [window.model_combo.itemText(i) for i in range(window.model_combo.count())]
+    picker = window.model_picker
+    qtbot.waitUntil(lambda: len(picker.found) == 2, timeout=15_000)
+    combo = window.toolbar.model_combo
+    labels = [combo.itemText(i) for i in range(combo.count())]
     assert any("acme/tiny-chat" in label for label in labels)
     assert any("acme/studio-tiny" in label for label in labels)
 
-    window.open_model_manager()
+    picker.open_manager()
     dialog = window.findChild(ModelManagerDialog)
     assert dialog.isVisible() and dialog.table.rowCount() == 2
     names = [dialog.table.item(r, 0).text() for r in range(2)]
@@ -121,14 +138,47 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
     qtbot.waitUntil(lambda: dialog.verdict(snapshot) is not None, timeout=10_000)
     verdict = dialog.verdict(snapshot)
     assert verdict.fits and set(verdict.max_safe_context) == {"16", "8", "4"}
-    assert dialog.table.item(0, 3).text().startswith("Fits. Max safe context: 16-bit")
+    # The tiny model was trained for 16K tokens: more memory would not help.
+    assert verdict.trained_context == 16384
+    assert verdict.max_safe_context["16"] > 16384
+    verdict_text = dialog.table.item(0, 3).text()
+    assert verdict_text == (
+        "Fits. Usable context: 16K tokens at 16/8/4-bit, the context the model was "
+        "trained for (memory would allow more)."
+    )
     dialog.select_path(snapshot)
-    assert "max safe context" in dialog.details.toPlainText()
-    with qtbot.waitSignal(window.model_loaded, timeout=30_000) as blocker:
+    details = dialog.details.toPlainText()
+    assert "usable context 16K tokens (the trained context; memory allows" in details
+    with qtbot.waitSignal(window.models.loaded, timeout=30_000) as blocker:
         qtbot.mouseClick(dialog.load_button, Qt.MouseButton.LeftButton)
     assert blocker.args[0].folder == str(snapshot)
     assert not dialog.isVisible()
-    assert window.model_combo.currentData() == str(snapshot)
+    assert combo.currentData() == str(snapshot)
+
+
+def test_the_loaded_model_is_listed_on_first_open(qtbot, window, tiny_model_dir):
+    window.model_picker.open_manager()
+    dialog = window.model_picker.manager
+    rows = [dialog.table.item(r, 0).text() for r in range(dialog.table.rowCount())]
+    assert "tiny  · loaded" in rows  # the tiny model lives outside every searched place
+    assert str(dialog.selected_model().path) == str(tiny_model_dir)
+    assert dialog.table.item(rows.index("tiny  · loaded"), 1).text() == (
+        "Loaded from its folder"
+    )
+
+
+def test_the_demo_is_listed_on_first_open_after_building_it(qtbot, make_window):
+    window = make_window(AppSettings())
+    with qtbot.waitSignal(window.models.loaded, timeout=120_000) as blocker:
+        qtbot.mouseClick(window.welcome_view.demo_button, Qt.MouseButton.LeftButton)
+    info = blocker.args[0]
+    assert info.random_weights
+    assert window.toolbar.model_combo.currentData() == "demo"
+    assert "noise" in window.notices.notice("demo").text
+    window.model_picker.open_manager()
+    dialog = window.model_picker.manager
+    rows = [dialog.table.item(r, 0).text() for r in range(dialog.table.rowCount())]
+    assert any(row.startswith("demo  (demo)  · loaded") for row in rows), rows
 
 
 def test_added_folders_are_searched_and_saved(
@@ -139,7 +189,7 @@ def test_added_folders_are_searched_and_saved(
     mine = tmp_path / "my-models"
     shutil.copytree(tiny_model_dir, mine / "tiny-copy")
     window = make_window()
-    window.open_model_manager()
+    window.model_picker.open_manager()
     dialog = window.findChild(ModelManagerDialog)
     dialog.add_folder(str(mine))
     qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
@@ -156,7 +206,7 @@ def test_added_folders_are_searched_and_saved(
 
 def test_a_download_without_internet_says_so(qtbot, make_window):
     window = make_window()
-    window.open_model_manager()
+    window.model_picker.open_manager()
     dialog = window.findChild(ModelManagerDialog)
     dialog.hub_endpoint = "http://127.0.0.1:9"  # nothing listens there: offline
     dialog.repo_edit.setText("mlx-community/Qwen2.5-0.5B-Instruct-4bit")
@@ -171,18 +221,8 @@ def test_a_download_without_internet_says_so(qtbot, make_window):
 
 def test_a_malformed_repo_id_is_explained(qtbot, make_window):
     window = make_window()
-    window.open_model_manager()
+    window.model_picker.open_manager()
     dialog = window.findChild(ModelManagerDialog)
     with qtbot.waitSignal(dialog.download_failed, timeout=2000) as blocker:
         dialog.start_download("not a repo id")
     assert "org/name" in blocker.args[0]
-
-
-def test_the_demo_model_from_the_welcome_panel(qtbot, make_window):
-    window = make_window(AppSettings())
-    with qtbot.waitSignal(window.model_loaded, timeout=120_000) as blocker:
-        qtbot.mouseClick(window.welcome_view.demo_button, Qt.MouseButton.LeftButton)
-    info = blocker.args[0]
-    assert info.random_weights
-    assert window.model_combo.currentData() == "demo"
-    assert "noise" in window.banners.banner("demo").label.text()

@@ -1,0 +1,38 @@
+"""The panel at the bottom of the window: the notice line, the memory gauge, the context meter.
+
+Always visible and always the same height, so what it shows changing never moves the
+chat above it. Layout only.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QVBoxLayout, QWidget
+
+from app.ui.context_meter_view import ContextMeterView
+from app.ui.memory_gauge_view import MemoryGaugeView
+from app.ui.notice_area_view import NoticeAreaView
+
+
+class StatusAreaView(QFrame):
+    """Notices on top; memory and context side by side below."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("statusArea")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(10, 4, 10, 5)
+        column.setSpacing(3)
+        self.notice_area = NoticeAreaView()
+        column.addWidget(self.notice_area)
+        row = QHBoxLayout()
+        row.setSpacing(14)
+        self.memory_gauge = MemoryGaugeView()
+        row.addWidget(self.memory_gauge, 3)
+        divider = QFrame()
+        divider.setFrameShape(QFrame.Shape.VLine)
+        divider.setFrameShadow(QFrame.Shadow.Sunken)
+        row.addWidget(divider)
+        self.context_meter = ContextMeterView()
+        row.addWidget(self.context_meter, 2)
+        column.addLayout(row)

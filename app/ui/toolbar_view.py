@@ -1,0 +1,83 @@
+"""The toolbar: model picker, Models…, loading indicator, preset picker, Edit preset…, Settings.
+
+Layout only: the `ModelPickerController` and `PresetPickerController` fill the pickers
+and act on them. The preset picker is as wide as its longest entry, so a preset's name is
+never cut mid-word; the model picker has a fixed number of characters and elides, as
+model folder names can be very long.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QToolBar,
+    QWidget,
+)
+
+MODEL_PICKER_CHARS = 28
+
+
+class ToolbarView(QToolBar):
+    """The window's one toolbar."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Model and preset", parent)
+        self.setObjectName("mainToolbar")
+        self.setMovable(False)
+        self.setFloatable(False)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.PreventContextMenu)
+        self.addWidget(QLabel(" Model "))
+        self.model_combo = QComboBox()
+        self.model_combo.setObjectName("modelPicker")
+        self.model_combo.setMinimumContentsLength(MODEL_PICKER_CHARS)
+        self.model_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.model_combo.setToolTip("The model that writes the replies")
+        self.addWidget(self.model_combo)
+        self.models_button = QPushButton("Models…")
+        self.models_button.setToolTip(
+            "Model manager: local models, downloads, what fits"
+        )
+        self.addWidget(self.models_button)
+        self.loading_bar = QProgressBar()
+        self.loading_bar.setRange(0, 0)
+        self.loading_bar.setMaximumWidth(90)
+        self.loading_bar.setMaximumHeight(12)
+        self.loading_bar.setTextVisible(False)
+        self._loading_bar_action = self.addWidget(self.loading_bar)
+        self.loading_label = QLabel()
+        self._loading_label_action = self.addWidget(self.loading_label)
+        self.addSeparator()
+        self.addWidget(QLabel(" Preset "))
+        self.preset_combo = QComboBox()
+        self.preset_combo.setObjectName("presetPicker")
+        self.preset_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToContents
+        )
+        self.addWidget(self.preset_combo)
+        self.preset_button = QPushButton("Edit preset…")
+        self.addWidget(self.preset_button)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.addWidget(spacer)
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.addWidget(self.settings_button)
+        self.set_loading(None)
+
+    @property
+    def loading(self) -> bool:
+        """True while the loading indicator shows."""
+        return self._loading_bar_action.isVisible()
+
+    def set_loading(self, text: str | None) -> None:
+        """Show the loading indicator with ``text``, or hide it (None)."""
+        self.loading_label.setText(text or "")
+        self._loading_bar_action.setVisible(text is not None)
+        self._loading_label_action.setVisible(text is not None)

@@ -1,0 +1,54 @@
+"""Notices about trims, summaries and documents in plain words."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.core.notice_words import (
+    document_started_notice,
+    document_stopped_notice,
+    summary_origin,
+    trim_notice,
+)
+
+
+def test_summary_origin_says_why_the_model_did_not_write_it():
+    assert summary_origin("model", "model", False) == "written by the model"
+    assert summary_origin("extractive", "extractive", False).endswith(
+        "this conversation's preset asks for that"
+    )
+    assert summary_origin("extractive", "model", True).endswith(
+        "the demo model's own summary would be noise"
+    )
+    assert summary_origin("extractive", "model", False).endswith(
+        "the model's summary failed or came back empty"
+    )
+
+
+def test_trim_notice_counts_messages_without_cache_jargon():
+    text = trim_notice(1, "extractive")
+    assert text.startswith(
+        "1 earlier message went into the summary at the top of the chat"
+    )
+    assert "(written by Swapless)" in text
+    assert "(written by the model)" in trim_notice(3, "model")
+    assert "splice" not in text and "ms" not in text.split()
+
+
+def test_document_notices():
+    event = SimpleNamespace(
+        mode="segments",
+        document_tokens=45_000,
+        segments=6,
+        resumed_from=0,
+        kv_bytes_limit=30 * 1024 * 1024,
+    )
+    text = document_started_notice("notes.md", event)
+    assert text.startswith("notes.md is long (45,000 tokens)")
+    assert "6 parts" in text and "30.0 MiB" in text and "safe limit" not in text
+    whole = SimpleNamespace(**{**vars(event), "mode": "whole", "segments": 1})
+    assert document_started_notice("a.txt", whole) == (
+        "Reading a.txt whole (45,000 tokens): it fits in the context."
+    )
+    stopped = SimpleNamespace(next_segment=2, segments=6)
+    assert "Attach the same file" in document_stopped_notice(stopped)

@@ -1,0 +1,105 @@
+"""The context meter follows the open conversation, also while the model works elsewhere."""
+
+from __future__ import annotations
+
+from app.core.budget.context_state import ContextState
+from app.ui.context_meter_controller import LAST_KNOWN
+from app.ui.context_meter_view import meter_text
+
+
+def test_the_context_meter_follows_the_conversation(qtbot, window, send, quick_preset):
+    window.current.set_preset(quick_preset(max_context=2048))
+    conversation_id, report = send(window, "How full is the context now?")
+    meter = window.context_meter
+    qtbot.waitUntil(
+        lambda: (
+            meter.state is not None and meter.state.conversation_id == conversation_id
+        ),
+        timeout=5000,
+    )
+    state = meter.state
+    assert state.exact
+    assert state.tokens == report.context_tokens
+    assert state.kv_bytes == report.kv_bytes and state.kv_bits == 8
+    assert state.effective_limit == 2048 and state.preset_limit == 2048
+    assert state.next_trim_at == 2048 - 16
+    assert state.trims == 0
+    text = meter.text_label.full_text
+    assert text.startswith(f"{report.context_tokens:,} / 2,048 tokens")
+    assert "0 trims" in text
+    assert meter.bar.mark == (2048 - 16) / 2048
+
+
+def test_the_context_meter_estimates_a_reopened_conversation(qtbot, window, send):
+    conversation_id, report = send(window, "Remember me")
+    window.current.new_chat()
+    meter = window.context_meter
+    qtbot.waitUntil(
+        lambda: meter.state is not None and meter.state.conversation_id is None,
+        timeout=5000,
+    )
+    window.current.open(conversation_id)
+    qtbot.waitUntil(
+        lambda: meter.state.conversation_id == conversation_id and not meter.note,
+        timeout=5000,
+    )
+    assert meter.state.tokens == report.context_tokens  # its live cache, measured
+
+
+def test_the_meter_shows_the_open_conversation_while_another_one_streams(
+    qtbot, window, send, store, quick_preset
+):
+    first, _ = send(window, "A short first conversation")
+    meter = window.context_meter
+    # The worker's exact numbers after the turn (not the new chat's estimate).
+    qtbot.waitUntil(
+        lambda: (
+            window.meter.state(first) is not None and window.meter.state(first).exact
+        ),
+        timeout=5000,
+    )
+    first_state = window.meter.state(first)
+    never = store.create_conversation("never opened", model=window.models.info.folder)
+    store.add_message(never, "user", "An old question")
+    store.add_message(never, "assistant", "An old answer")
+    window.current.new_chat()
+    window.current.set_preset(quick_preset(max_tokens=4000))
+    with qtbot.waitSignal(window.turns.live_text_changed, timeout=30_000) as blocker:
+        window.turns.send("A long second one, please")
+    streaming = blocker.args[0]
+    window.current.open(first)
+    # At once, while the model still writes the other reply: this conversation's own
+    # numbers, said to be the last measurement, never the other one's.
+    assert window.turns.live_conversation_id == streaming
+    assert meter.state is first_state and meter.note == LAST_KNOWN
+    assert meter.text_label.full_text.endswith(f"({LAST_KNOWN})")
+    qtbot.waitUntil(lambda: meter.note == "", timeout=5000)  # measured afresh
+    assert meter.state.conversation_id == first
+    # A conversation never measured before is measured while the reply streams on.
+    window.current.open(never)
+    qtbot.waitUntil(
+        lambda: meter.state is not None and meter.state.conversation_id == never,
+        timeout=5000,
+    )
+    assert window.turns.busy and window.turns.live_conversation_id == streaming
+    assert meter.state.tokens > 0 and not meter.state.exact
+    assert meter.streamed == 0  # the other reply's tokens are not counted here
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=30_000):
+        window.turns.stop()
+
+
+def test_meter_text_marks_estimates_and_a_lower_device_limit():
+    state = ContextState(
+        conversation_id=1,
+        tokens=1200,
+        effective_limit=4096,
+        preset_limit=10000,
+        kv_bytes=3 * 1024 * 1024,
+        kv_bits=4,
+        trims=2,
+        next_trim_at=3584,
+        exact=False,
+    )
+    text = meter_text(state, streamed=10)
+    assert text.startswith("≈1,210 / 4,096 (preset 10,000, device limit lower)")
+    assert "KV 3.0 MiB at 4-bit" in text and "2 trims" in text
