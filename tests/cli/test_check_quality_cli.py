@@ -8,6 +8,12 @@ import signal
 import subprocess
 import sys
 
+from app.core.model_identity import folder_identity
+from app.core.quality.cells import kv_cell
+from app.core.quality.events import QualityReport
+from app.core.quality.metrics import CellResult
+from app.core.store import Store
+
 
 def command(args, home):
     env = dict(os.environ, SWAPLESS_HOME=str(home))
@@ -31,7 +37,6 @@ def test_the_16_bit_control_comes_out_exact(tiny_model_dir, swapless_home):
             "--json",
             "--only",
             "kv:16:64",
-            "--no-store",
         ],
         swapless_home,
     )
@@ -41,7 +46,47 @@ def test_the_16_bit_control_comes_out_exact(tiny_model_dir, swapless_home):
     assert control["cell"] == "kv:16:64"
     assert control["top1_agreement"] == 1.0 and control["mean_kl"] == 0.0
     assert report["quick"] is True and report["cancelled"] is False
+    assert report["stored"] is True
     assert "random weights" in result.stderr
+    # Stored: the doctor shows it for this model, as long as the folder is unchanged.
+    doctor = run_cli(
+        ["doctor", "--model", str(tiny_model_dir), "--json"], swapless_home
+    )
+    assert doctor.returncode == 0, doctor.stderr
+    quality = json.loads(doctor.stdout)["quality"]
+    assert quality["results"]["kv:16:64"]["top1_agreement"] == 1.0
+    assert quality["results"]["kv:16:64"]["settings_key"].endswith(":quick")
+
+
+def test_the_doctor_warns_about_a_preset_whose_kv_fails_here(
+    tiny_model_dir, swapless_home
+):
+    failing = CellResult(
+        cell=kv_cell(4, 64),
+        positions=500,
+        top1_agreement=0.62,
+        mean_kl=0.41,
+        perplexity_ratio=1.31,
+        recall_hits=2,
+        recall_total=10,
+        reference_hits=9,
+    )
+    with Store.open(swapless_home / "swapless.db") as store:
+        store.save_quality_report(
+            QualityReport(
+                model_identity=folder_identity(tiny_model_dir),
+                model_folder=str(tiny_model_dir),
+                settings_key="probes-v1:full",
+                quick=False,
+                results=(failing,),
+                measured_at="2026-12-03T10:00:00Z",
+            )
+        )
+    doctor = run_cli(["doctor", "--model", str(tiny_model_dir)], swapless_home)
+    assert doctor.returncode == 0, doctor.stderr
+    assert "4-bit KV, group 64: 62.0 % top-1" in doctor.stdout
+    assert "Warning: Preset 'long-document' uses 4-bit KV, group 64" in doctor.stdout
+    assert "Preset 'chat'" not in doctor.stdout  # 8-bit: not measured, no warning
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tiny_model_dir, swapless_home, tmp_path):
