@@ -52,3 +52,19 @@ def test_the_same_seed_trains_the_same_weights():
     )
     assert log_a.steps[-1].tokens == TINY_RECIPE.total_tokens
     mx.clear_cache()
+
+
+def test_a_frozen_circuit_keeps_its_attention_and_trains_the_rest():
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    stream = corpus.TokenStream(
+        tokenizer, [d for d in corpus.documents() if not d.held_out][:20]
+    )
+    recipe = dataclasses.replace(TINY_RECIPE, freeze_circuit=True)
+    before = weights(training.new_model(seed=0))
+    after = weights(training.train(tokenizer, recipe, stream=stream)[0])
+    for layer in (0, 1):
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            name = f"model.layers.{layer}.self_attn.{proj}.weight"
+            assert np.array_equal(before[name], after[name])
+    moved = "model.layers.2.self_attn.q_proj.weight"
+    assert not np.array_equal(before[moved], after[moved])

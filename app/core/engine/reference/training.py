@@ -55,6 +55,8 @@ class TrainingRecipe:
         final_learning_rate: Where the cosine ends.
         weight_decay: AdamW's decoupled weight decay.
         clip_norm: Global gradient norm bound.
+        freeze_circuit: Keep the hand-built attention of layers 0 and 1 (query, key,
+            value and output projections) as written; everything else trains.
     """
 
     seed: int = 0
@@ -67,6 +69,7 @@ class TrainingRecipe:
     final_learning_rate: float = 1e-4
     weight_decay: float = 0.01
     clip_norm: float = 1.0
+    freeze_circuit: bool = False
 
     @property
     def total_steps(self) -> int:
@@ -88,6 +91,7 @@ class TrainingRecipe:
             "final_learning_rate": self.final_learning_rate,
             "weight_decay": self.weight_decay,
             "clip_norm": self.clip_norm,
+            "freeze_circuit": self.freeze_circuit,
             "optimizer": "AdamW(0.9, 0.95)",
         }
 
@@ -174,6 +178,9 @@ def train(
     """
     mx.random.seed(recipe.seed)
     model = new_model(recipe.seed)
+    if recipe.freeze_circuit:
+        for layer in model.model.layers[:2]:
+            layer.self_attn.freeze()
     if stream is None:
         train_docs = [d for d in corpus.documents() if not d.held_out]
         stream = corpus.TokenStream(tokenizer, train_docs)
