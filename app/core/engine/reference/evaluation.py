@@ -59,7 +59,10 @@ class Evaluation:
             add-one smoothed) on the same tokens.
         pass_key: Distance → share of pass keys recalled.
         key_value: Share of 4–40 pair table lookups answered.
-        copy: Share of copy tasks reproduced exactly (first 24 tokens).
+        copy: Share of copy tasks continued exactly for 24 tokens after a 4-token
+            lead-in.
+        copy_token_accuracy: Of those 24 tokens, the share predicted right
+            (teacher-forced).
         chat_fact: Share of conversation facts recalled after filler turns.
         kv_bits: The KV precision it was measured with.
     """
@@ -70,6 +73,7 @@ class Evaluation:
     pass_key: dict[int, float] = field(default_factory=dict)
     key_value: float = 0.0
     copy: float = 0.0
+    copy_token_accuracy: float = 0.0
     chat_fact: float = 0.0
     kv_bits: int = 16
 
@@ -183,7 +187,9 @@ def evaluate(
             [recall_tasks.chat_fact_task(rng, 384, stream.filler) for _ in range(n)],
             kv,
         )
-        result.copy = _recall(loaded, chat, _copy_tasks(rng, stream, n), kv)
+        copies = _copy_tasks(rng, stream, n)
+        result.copy = _recall(loaded, chat, copies, kv)
+        result.copy_token_accuracy = _token_accuracy(loaded, chat, copies)
         log(
             f"key-value {result.key_value:.0%}, chat facts {result.chat_fact:.0%}, "
             f"copy {result.copy:.0%}"
@@ -191,16 +197,36 @@ def evaluate(
     return result
 
 
+def _token_accuracy(loaded, chat, tasks) -> float:
+    """Mean share of answer tokens that are the argmax, each after the true ones."""
+    shares = []
+    for task in tasks:
+        question = scoring.task_question(chat, task)
+        ids = question.lead_ids + question.answer_ids
+        logits = loaded.model(mx.array(ids[:-1])[None])[0, len(question.lead_ids) - 1 :]
+        predicted = mx.argmax(logits, axis=-1).tolist()
+        right = sum(p == a for p, a in zip(predicted, question.answer_ids, strict=True))
+        shares.append(right / len(question.answer_ids))
+    return sum(shares) / len(shares) if shares else 0.0
+
+
 def _copy_tasks(rng, stream, n) -> list[recall_tasks.RecallTask]:
-    """Copy tasks scored on the first 24 tokens of the span."""
+    """Copy tasks: the reply's first 4 tokens are given, the next 24 must follow.
+
+    Where a copy starts cannot be inferred from the three tokens before it (they are
+    the reply's header), so, as for every other task, the lead-in is teacher-forced
+    and what is scored is the continuation.
+    """
     tasks = []
+    encode, decode = stream.tokenizer.encode, stream.tokenizer.decode
     for _ in range(n):
         task = recall_tasks.copy_task(rng, 48, stream.filler)
-        head = stream.tokenizer.decode(stream.tokenizer.encode(task.answer).ids[:24])
-        if head and head in task.answer:
-            reply = task.messages[-1]["content"]
+        ids = encode(task.answer).ids
+        lead, body = decode(ids[:4]), decode(ids[4:28])
+        reply = lead + body
+        if body.strip() and reply in task.answer:
             messages = (*task.messages[:-1], {"role": "assistant", "content": reply})
-            tasks.append(recall_tasks.RecallTask("copy", messages, head, task.distance))
+            tasks.append(recall_tasks.RecallTask("copy", messages, body, task.distance))
     return tasks
 
 

@@ -56,7 +56,9 @@ class TrainingRecipe:
         weight_decay: AdamW's decoupled weight decay.
         clip_norm: Global gradient norm bound.
         freeze_circuit: Keep the hand-built attention of layers 0 and 1 (query, key,
-            value and output projections) as written; everything else trains.
+            value and output projections) as written; everything else trains. Left
+            trainable, the circuit was worn down by text training: pass-key recall at
+            512 tokens fell from 100 % at initialisation to 85–93 % after this recipe.
     """
 
     seed: int = 0
@@ -69,7 +71,7 @@ class TrainingRecipe:
     final_learning_rate: float = 1e-4
     weight_decay: float = 0.01
     clip_norm: float = 1.0
-    freeze_circuit: bool = False
+    freeze_circuit: bool = True
 
     @property
     def total_steps(self) -> int:
