@@ -40,6 +40,17 @@ def draw_loss_curve(
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, losses, color="#9ecae1", linewidth=0.8, label="batch loss")
     ax.plot(steps, smooth, color="#1f77b4", linewidth=1.6, label=f"{window}-step mean")
+    # A stage starts where the tokens per step change (sequence length and batch).
+    per_step = [b - a for a, b in zip([0, *tokens[:-1]], tokens, strict=True)]
+    for index in range(1, len(per_step)):
+        if per_step[index] != per_step[index - 1]:
+            ax.axvline(steps[index], color="#888888", linestyle=":", linewidth=1)
+            ax.annotate(
+                f" {per_step[index]:,} tokens/step from here",
+                (steps[index], max(losses) * 0.95),
+                fontsize=8,
+                color="#555555",
+            )
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross-entropy (nats / token)")
     title = (
