@@ -54,17 +54,26 @@ def test_the_same_seed_trains_the_same_weights():
     mx.clear_cache()
 
 
-def test_a_frozen_circuit_keeps_its_attention_and_trains_the_rest():
+def test_a_protected_circuit_keeps_what_it_reads_and_trains_the_rest():
     tokenizer = train_tokenizer(VOCAB_SIZE)
     stream = corpus.TokenStream(
         tokenizer, [d for d in corpus.documents() if not d.held_out][:20]
     )
-    recipe = dataclasses.replace(TINY_RECIPE, freeze_circuit=True)
+    recipe = dataclasses.replace(TINY_RECIPE, protect_circuit=True)
     before = weights(training.new_model(seed=0))
     after = weights(training.train(tokenizer, recipe, stream=stream)[0])
     for layer in (0, 1):
         for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
             name = f"model.layers.{layer}.self_attn.{proj}.weight"
             assert np.array_equal(before[name], after[name])
+        norm = f"model.layers.{layer}.input_layernorm.weight"
+        assert np.array_equal(before[norm], after[norm])
+    embedding = "model.embed_tokens.weight"
+    assert np.allclose(after[embedding][:, 0], 1.0, atol=1e-3)  # only weight decay
+    assert not after[embedding][:, 129:225].any()
+    assert not np.array_equal(before[embedding][:, 1:129], after[embedding][:, 1:129])
+    down = "model.layers.0.mlp.down_proj.weight"
+    assert np.allclose(before[down][:225], after[down][:225], atol=1e-5)
+    assert not np.array_equal(before[down][225:], after[down][225:])
     moved = "model.layers.2.self_attn.q_proj.weight"
     assert not np.array_equal(before[moved], after[moved])

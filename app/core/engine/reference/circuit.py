@@ -156,3 +156,42 @@ def initialise(model: nn.Module, seed: int) -> None:
         parameters.append((name, mx.array(array.astype(np.float32))))
     model.update(tree_unflatten(parameters))
     mx.eval(model.parameters())
+
+
+# What training may not change, so the circuit keeps working (see `protect`).
+_READ_BY_CIRCUIT = slice(0, CODE_SLOTS[-1].stop)  # constant, identity and code slots
+
+
+def protect(model: nn.Module) -> dict[str, mx.array]:
+    """Freeze the circuit and return gradient masks that keep its inputs clean.
+
+    Measured here: left trainable, text training wore pass-key recall at 512 tokens
+    down from 100 % to 85–93 %; with only the circuit's attention frozen, to 50 % after
+    100 steps (the embedding and layer 0's MLP rewrote what the copy head reads). So:
+
+    * layers 0 and 1: attention and input norms frozen;
+    * the embedding's constant dimension and its (empty) code slots never change;
+    * layer 0's MLP writes only into the free dimensions, never into what layer 1's
+      copy head reads (constant, identity, code slots).
+
+    The identity dimensions of the embedding still train (they are the tied output
+    too); queries and keys both derive their codes from them, so they stay matched.
+
+    Args:
+        model: A reference model (after `initialise`).
+
+    Returns:
+        Parameter path → 0/1 mask to multiply its gradient by.
+    """
+    for layer in model.model.layers[:2]:
+        layer.self_attn.freeze()
+        layer.input_layernorm.freeze()
+    embedding = np.ones((g.VOCAB_SIZE, g.HIDDEN_SIZE), dtype=np.float32)
+    embedding[:, CONSTANT_DIM] = 0.0
+    embedding[:, CODE_SLOTS[0].start : CODE_SLOTS[-1].stop] = 0.0
+    down = np.ones((g.HIDDEN_SIZE, g.INTERMEDIATE_SIZE), dtype=np.float32)
+    down[_READ_BY_CIRCUIT, :] = 0.0
+    return {
+        "model.embed_tokens.weight": mx.array(embedding),
+        "model.layers.0.mlp.down_proj.weight": mx.array(down),
+    }
