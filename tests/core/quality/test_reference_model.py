@@ -46,10 +46,12 @@ def _evaluate(engine, sizes):
 
 
 def test_recall_at_512_tokens_meets_its_target(reference_engine):
+    # The 30 probes docs/reference-model.md quotes (their seed depends on the distance
+    # only), so the documented figure and this test are the same measurement.
     figures = _evaluate(
         reference_engine,
         evaluation.EvaluationSizes(
-            text_windows=0, pass_keys=20, distances=(512,), other_tasks=0
+            text_windows=0, pass_keys=30, distances=(512,), other_tasks=0
         ),
     )
     assert figures.pass_key[512] >= 0.9

@@ -165,8 +165,9 @@ def evaluate(
             stream.tokenizer, scored, int(loaded.config["vocab_size"])
         )
         log(f"held-out perplexity {ppl:.2f} (unigram {result.unigram_perplexity:.1f})")
-    rng = random.Random(EVALUATION_SEED)
     for distance in sizes.distances:
+        # One seed per distance: a distance's probes are the same whichever others run.
+        rng = random.Random(f"{EVALUATION_SEED}:pass_key:{distance}")
         tasks = [
             recall_tasks.pass_key_task(rng, distance, stream.filler)
             for _ in range(sizes.pass_keys)
@@ -175,19 +176,21 @@ def evaluate(
         log(f"pass key at {distance}: {result.pass_key[distance]:.0%}")
     if sizes.other_tasks:
         n = sizes.other_tasks
+        rng = random.Random(f"{EVALUATION_SEED}:key_value")
         result.key_value = _recall(
             loaded,
             chat,
             [recall_tasks.key_value_task(rng, 40, stream.filler) for _ in range(n)],
             kv,
         )
+        rng = random.Random(f"{EVALUATION_SEED}:chat_fact")
         result.chat_fact = _recall(
             loaded,
             chat,
             [recall_tasks.chat_fact_task(rng, 384, stream.filler) for _ in range(n)],
             kv,
         )
-        copies = _copy_tasks(rng, stream, n)
+        copies = _copy_tasks(random.Random(f"{EVALUATION_SEED}:copy"), stream, n)
         result.copy = _recall(loaded, chat, copies, kv)
         result.copy_token_accuracy = _token_accuracy(loaded, chat, copies)
         log(
