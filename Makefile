@@ -4,11 +4,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.swapless-installed
-# MLX's CPU wheel ships a slow reference BLAS; Debian's OpenBLAS makes fp32 matmuls ~50x
-# faster (shared/NOTES-mlx.md). The app re-executes itself with it when present; tests
-# and benchmarks set it here so subprocesses inherit it too.
+# MLX's CPU wheel ships a slow reference BLAS; Debian's BLIS (else OpenBLAS) makes fp32
+# matmuls ~50x faster, and BLIS also streams one-row (decode) matmuls at memory speed
+# (app/cli/blas.py). The app re-executes itself with it when present; tests and
+# benchmarks set it here so subprocesses inherit it too.
+BLIS := /usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3
 OPENBLAS := /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
-ifneq ($(wildcard $(OPENBLAS)),)
+ifneq ($(wildcard $(BLIS)),)
+  export LD_PRELOAD := $(BLIS)
+else ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif
 

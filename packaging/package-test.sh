@@ -20,6 +20,8 @@ MAKE=${MAKE:-make}
 SMOKE_TIMEOUT=${SWAPLESS_SMOKE_TIMEOUT:-600}
 SOAK_SECONDS=${SWAPLESS_SOAK_SECONDS:-120}
 OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+# app/cli/blas.py prefers BLIS when both are installed.
+BLIS=/usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3
 
 say() { printf 'package-test: %s\n' "$*"; }
 fail() {
@@ -112,10 +114,12 @@ chat_turn_checks() {
     grep -q '"generated_tokens": 4' "$work/reply.json" ||
         fail "unexpected chat reply: $(cat "$work/reply.json")"
 
-    if [[ "$(uname -s)" == Linux && -f $OPENBLAS ]]; then
-        grep -qs "calling init: $OPENBLAS" "$work"/ld/trace.* ||
-            fail "the frozen app did not re-execute itself with OpenBLAS preloaded"
-        say "OpenBLAS was preloaded by the frozen app's re-exec"
+    local blas=
+    if [[ -f $BLIS ]]; then blas=$BLIS; elif [[ -f $OPENBLAS ]]; then blas=$OPENBLAS; fi
+    if [[ "$(uname -s)" == Linux && -n $blas ]]; then
+        grep -qs "calling init: $blas" "$work"/ld/trace.* ||
+            fail "the frozen app did not re-execute itself with $blas preloaded"
+        say "$blas was preloaded by the frozen app's re-exec"
     fi
 
     # The demo tokenizer is trained on the stdlib sources bundled for it

@@ -40,6 +40,7 @@ class BenchContext:
         out_dir: Where results go (parts may keep scratch files under it).
         log: Prints one progress line (to stderr in the CLI).
         scratch: Folder for temporary files of this run.
+        limits: The machine's `limits.Limits`, once measured in this run.
     """
 
     engine: object
@@ -48,6 +49,7 @@ class BenchContext:
     out_dir: Path
     log: Callable[[str], None] = print
     scratch: Path | None = None
+    limits: object | None = None
     _prompt_cache: dict = field(default_factory=dict)
 
     def loaded_model(self):

@@ -1,26 +1,32 @@
-"""Decode speed against context length at 16-, 8- and 4-bit KV.
+"""Prefill, warm-turn and decode speed against context length at 16-, 8- and 4-bit KV.
 
-At each context length, one cache per precision holds the same prompt, then the
-precisions decode interleaved: 16, 8, 4, 16, 8, 4, … Each run reuses all but the last
-prompt token and generates a fixed number of greedy tokens; the speed is the engine's
-own `GenerationEvent.tokens_per_s`, as the app shows it.
+At each context length one cache per precision holds the same prompt (quantized from
+the first token, as the app stores it), and the precisions run interleaved: 16, 8, 4,
+16, 8, 4, … Each repetition is a warm turn: the cache is cut back to the context, a
+prompt of `speed_warm_tokens` more tokens is prefilled on top of it and a fixed number
+of greedy tokens is decoded. Reported per cell:
 
-Filling the caches: the 16-bit one grows from one context length to the next. The 8-
-and 4-bit ones are filled unquantized and quantized after the last prefill chunk
-(``quantized_kv_start`` = context − 1): an 8-bit prefill is 3-4x slower on this CPU, and
-how the entries got into the cache does not change the speed of decoding from it.
+- prefill: tokens per second filling the cache from the previous context length (from
+  empty for the first), and as a fraction of the GEMM peak (matmul and attention FLOPs
+  per second ÷ `limits`);
+- warm turn: time to the first token of that turn;
+- decode: the engine's own tokens/s, as the app shows it, and as a fraction of the read
+  bandwidth (weights read per token + the KV cache held, × tokens/s ÷ `limits`).
+
+The quantized-vs-unquantized ratios (speed at 8 or 4 bits ÷ speed at 16 bits, so 1.0
+is "as fast") are medians of the per-repetition pairs.
 """
 
 from __future__ import annotations
 
-from app.bench.context import BenchContext, greedy
+from app.bench import limits as machine_limits
+from app.bench.context import BenchContext, greedy, kv_settings
 from app.bench.results import PartResult, Row
 from app.bench.settings import KV_BITS
 from app.bench.stats import summarize
-from app.core.generation_settings import KVSettings
 
 NAME = "context_speed"
-TITLE = "Decode speed vs context length"
+TITLE = "Prefill, warm-turn and decode speed vs context length"
 
 
 def available(ctx: BenchContext) -> str | None:
@@ -28,77 +34,217 @@ def available(ctx: BenchContext) -> str | None:
     return None
 
 
+def model_costs(ctx: BenchContext) -> dict:
+    """Matmul weights and attention geometry of the loaded model (on the engine thread).
+
+    Returns:
+        ``matmul_parameters`` (every linear layer, and the embedding when it doubles as
+        the output layer), their bytes, and ``layers``/``heads``/``head_dim``.
+    """
+
+    model = ctx.loaded_model().model
+
+    def read() -> dict:
+        import mlx.nn as nn
+
+        parameters = weight_bytes = 0
+        for _, module in model.named_modules():
+            if isinstance(module, nn.Linear):
+                parameters += module.weight.size
+                weight_bytes += module.weight.nbytes
+        inner = getattr(model, "model", None)
+        embedding = getattr(inner, "embed_tokens", None)
+        if not hasattr(model, "lm_head") and embedding is not None:
+            parameters += embedding.weight.size  # tied: the embedding is the lm_head
+            weight_bytes += embedding.weight.nbytes
+        attention = model.layers[0].self_attn
+        heads = int(attention.n_heads)
+        return {
+            "matmul_parameters": int(parameters),
+            "matmul_weight_bytes": int(weight_bytes),
+            "layers": len(model.layers),
+            "heads": heads,
+            # qwen2 keeps no head_dim attribute; the query projection has the width.
+            "head_dim": int(attention.q_proj.weight.shape[0]) // heads,
+        }
+
+    return ctx.engine.submit(read).result()
+
+
+def prefill_flops(costs: dict, start: int, end: int) -> float:
+    """FLOPs of prefilling positions ``[start, end)``: matmuls plus attention.
+
+    Each token costs 2 FLOPs per matmul parameter; its attention costs 4 per layer, head
+    and head dimension for every key it sees (QK^T and PV), itself included.
+    """
+    tokens = end - start
+    seen = (start + 1 + end) * tokens / 2  # keys seen, summed over the new tokens
+    attention = 4 * costs["layers"] * costs["heads"] * costs["head_dim"] * seen
+    return 2 * costs["matmul_parameters"] * tokens + attention
+
+
 def run(ctx: BenchContext) -> PartResult:
-    """Measure decode tok/s at each context length and KV precision."""
+    """Measure prefill, warm turns and decoding at each context length and precision."""
     s = ctx.settings
     engine = ctx.engine
+    limits = machine_limits.for_run(ctx)
+    costs = model_costs(ctx)
     contexts = sorted(s.speed_contexts)
-    ids = ctx.prompt_ids(contexts[-1], seed=4)
+    warm = s.speed_warm_tokens
+    ids = ctx.prompt_ids(contexts[-1] + warm, seed=4)
     keys = {bits: f"bench-speed-{bits}" for bits in KV_BITS}
     for key in keys.values():
         engine.drop_cache(key)
+    # The first calls at a precision compile kernels; keep that out of every figure.
+    for bits in KV_BITS:
+        engine.prefill(keys[bits], ids[: min(contexts[0], 600)], kv_settings(bits))
+        engine.drop_cache(keys[bits])
     table: dict[str, dict[str, dict]] = {str(b): {} for b in KV_BITS}
+    ratios: dict[str, dict[str, dict]] = {}
+    previous = 0
     try:
         for context in contexts:
-            settings = {bits: _kv(bits, context) for bits in KV_BITS}
-            prefill = {}
-            for bits in KV_BITS:
-                if bits != 16:
-                    engine.drop_cache(keys[bits])
-                prefill[bits] = engine.prefill(
-                    keys[bits], ids[:context], settings[bits]
-                )
-            samples: dict[int, list] = {bits: [] for bits in KV_BITS}
+            prefill = {
+                bits: engine.prefill(keys[bits], ids[:context], kv_settings(bits))
+                for bits in KV_BITS
+            }
+            decode: dict[int, list] = {bits: [] for bits in KV_BITS}
             ttft: dict[int, list] = {bits: [] for bits in KV_BITS}
             for _ in range(s.speed_reps):
                 for bits in KV_BITS:
+                    kv = kv_settings(bits)
+                    engine.prefill(keys[bits], ids[:context], kv)  # cut back
                     final = engine.generate(
                         keys[bits],
-                        ids[:context],
-                        settings[bits],
+                        ids[: context + warm],
+                        kv,
                         greedy(s.speed_decode_tokens),
                     ).wait()
-                    samples[bits].append(final.tokens_per_s)
-                    ttft[bits].append(final.ttft_s)
                     if final.kv_bits != bits:
                         raise RuntimeError(
                             f"the {bits}-bit run decoded from a {final.kv_bits}-bit cache"
                         )
+                    decode[bits].append(final.tokens_per_s)
+                    ttft[bits].append(final.ttft_s)
+            flops = prefill_flops(costs, previous, context)
             for bits in KV_BITS:
                 report = prefill[bits]
+                tps = summarize(decode[bits])
+                moved = costs["matmul_weight_bytes"] + report.kv_bytes
                 table[str(bits)][str(context)] = {
-                    "decode_tps": summarize(samples[bits]),
-                    "ttft_s": summarize(ttft[bits]),
+                    "decode_tps": tps,
+                    "warm_ttft_s": summarize(ttft[bits]),
                     "prefill_s": report.seconds,
                     "prefilled_tokens": report.computed_tokens,
+                    "prefill_tps": report.computed_tokens / report.seconds,
+                    "prefill_fraction_of_gemm_peak": flops
+                    / report.seconds
+                    / limits.gemm_flops_per_s,
                     "kv_bytes": report.kv_bytes,
+                    "decode_bytes_per_token": moved,
+                    "decode_fraction_of_bandwidth": moved
+                    * tps["median"]
+                    / limits.read_bytes_per_s,
                 }
+            ratios[str(context)] = _ratios(prefill, decode, ttft)
             ctx.log(
                 f"  {context} tokens: "
                 + ", ".join(
-                    f"{b}-bit {table[str(b)][str(context)]['decode_tps']['median']:.1f}"
+                    f"{b}-bit decode {table[str(b)][str(context)]['decode_tps']['median']:.1f}"
+                    f" tok/s, prefill {table[str(b)][str(context)]['prefill_tps']:.0f} tok/s"
                     for b in KV_BITS
                 )
-                + " tok/s"
             )
+            previous = context
     finally:
         for key in keys.values():
             engine.drop_cache(key)
+    return _result(s, contexts, table, ratios, costs, limits)
+
+
+def _ratios(prefill: dict, decode: dict, ttft: dict) -> dict:
+    """Quantized speed ÷ 16-bit speed for prefill, warm turn and decode, per precision."""
+    out = {}
+    for bits in KV_BITS[1:]:
+        pairs_decode = [q / f for q, f in zip(decode[bits], decode[16], strict=True)]
+        pairs_warm = [f / q for q, f in zip(ttft[bits], ttft[16], strict=True)]
+        out[str(bits)] = {
+            "prefill": prefill[16].seconds / prefill[bits].seconds,
+            "warm_turn": summarize(pairs_warm),
+            "decode": summarize(pairs_decode),
+        }
+    return out
+
+
+def _result(s, contexts, table, ratios, costs, limits) -> PartResult:
     result = PartResult()
     result.figures = {
         "contexts": contexts,
         "decode_tokens": s.speed_decode_tokens,
+        "warm_tokens": s.speed_warm_tokens,
+        "model_costs": costs,
+        "limits": limits.to_dict(),
         "by_bits": table,
+        "quantized_vs_16bit": ratios,
     }
+    names = " / ".join(_k(c) for c in contexts)
     for bits in KV_BITS:
-        cells = [table[str(bits)][str(c)]["decode_tps"] for c in contexts]
+        cells = [table[str(bits)][str(c)] for c in contexts]
         result.rows.append(
             Row(
-                f"Decode tok/s at {' / '.join(_k(c) for c in contexts)} context, "
+                f"Decode tok/s at {names} context, {bits}-bit KV (fraction of read "
+                "bandwidth)",
+                " / ".join(
+                    f"{c['decode_tps']['median']:.1f} ({c['decode_fraction_of_bandwidth']:.2f})"
+                    for c in cells
+                ),
+                " / ".join(
+                    f"{c['decode_tps']['min']:.0f}–{c['decode_tps']['max']:.0f}"
+                    for c in cells
+                )
+                + f" (n={cells[0]['decode_tps']['n']})",
+            )
+        )
+    for bits in KV_BITS:
+        cells = [table[str(bits)][str(c)] for c in contexts]
+        result.rows.append(
+            Row(
+                f"Prefill tok/s up to {names}, {bits}-bit KV (fraction of GEMM peak)",
+                " / ".join(
+                    f"{c['prefill_tps']:.0f} ({c['prefill_fraction_of_gemm_peak']:.2f})"
+                    for c in cells
+                ),
+            )
+        )
+    for bits in KV_BITS:
+        cells = [table[str(bits)][str(c)]["warm_ttft_s"] for c in contexts]
+        result.rows.append(
+            Row(
+                f"Warm turn ({s.speed_warm_tokens} new tokens) TTFT at {names}, "
                 f"{bits}-bit KV",
-                " / ".join(f"{c['median']:.1f}" for c in cells),
-                " / ".join(f"{c['min']:.0f}–{c['max']:.0f}" for c in cells)
+                " / ".join(f"{c['median']:.2f} s" for c in cells),
+                " / ".join(f"{c['min']:.2f}–{c['max']:.2f}" for c in cells)
                 + f" (n={cells[0]['n']})",
+            )
+        )
+    for bits in KV_BITS[1:]:
+        cells = [ratios[str(c)][str(bits)] for c in contexts]
+        result.rows.append(
+            Row(
+                f"{bits}-bit ÷ 16-bit KV speed at {names}: prefill / warm turn / decode",
+                " · ".join(
+                    f"{c['prefill']:.2f} / {c['warm_turn']['median']:.2f} / "
+                    f"{c['decode']['median']:.2f}"
+                    for c in cells
+                ),
+                target="≥ 0.9",
+                held="yes"
+                if all(
+                    min(c["prefill"], c["warm_turn"]["median"], c["decode"]["median"])
+                    >= 0.9
+                    for c in cells
+                )
+                else "no",
             )
         )
     longest = str(contexts[-1])
@@ -106,13 +252,22 @@ def run(ctx: BenchContext) -> PartResult:
     result.ratios["decode_tps_vs_16bit_at_longest_context"] = {
         str(b): table[str(b)][longest]["decode_tps"]["median"] / base for b in KV_BITS
     }
+    result.ratios["quantized_vs_16bit_speed"] = {
+        context: {
+            bits: {
+                "prefill": cell["prefill"],
+                "warm_turn": cell["warm_turn"]["median"],
+                "decode": cell["decode"]["median"],
+            }
+            for bits, cell in by_bits.items()
+        }
+        for context, by_bits in ratios.items()
+    }
+    first, last = str(contexts[0]), str(contexts[-1])
+    result.ratios["prefill_tps_longest_vs_shortest_context"] = (
+        table["16"][last]["prefill_tps"] / table["16"][first]["prefill_tps"]
+    )
     return result
-
-
-def _kv(bits: int, context: int) -> KVSettings:
-    if bits == 16:
-        return KVSettings(bits=16)
-    return KVSettings(bits=bits, group_size=64, quantized_kv_start=context - 1)
 
 
 def _k(tokens: int) -> str:

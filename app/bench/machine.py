@@ -7,6 +7,7 @@ busy neighbour slows absolute times (the interleaved ratios are meant to cancel 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
@@ -39,15 +40,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def openblas_preloaded() -> bool:
-    """Return True when an OpenBLAS library is mapped into this process."""
+def blas_in_use() -> str | None:
+    """Return ``BLIS`` or ``OpenBLAS`` when one is mapped into this process, else None.
+
+    None means MLX's bundled reference BLAS (or an unknown one) does the matmuls.
+    """
+    text = os.environ.get("LD_PRELOAD", "")
     maps = Path("/proc/self/maps")
     if maps.is_file():
-        try:
-            return "openblas" in maps.read_text(errors="replace").lower()
-        except OSError:
-            pass
-    return "openblas" in os.environ.get("LD_PRELOAD", "").lower()
+        with contextlib.suppress(OSError):
+            text = maps.read_text(errors="replace")
+    text = text.lower()
+    if "blis" in text:
+        return "BLIS"
+    if "openblas" in text:
+        return "OpenBLAS"
+    return None
+
+
+def openblas_preloaded() -> bool:
+    """Return True when an optimized BLAS (BLIS or OpenBLAS) is mapped into this process.
+
+    The historical name stays in results.json; `blas_in_use` says which one.
+    """
+    return blas_in_use() is not None
 
 
 def load_average() -> list[float] | None:
@@ -78,13 +94,18 @@ def machine_info() -> dict:
         "mlx_lm": getattr(mlx_lm, "__version__", "unknown"),
         "backend": backend.backend_name(),
         "openblas_preloaded": openblas_preloaded(),
+        "blas": blas_in_use(),
+        "blas_threads": os.environ.get("BLIS_NUM_THREADS")
+        if blas_in_use() == "BLIS"
+        else os.environ.get("OPENBLAS_NUM_THREADS"),
         "load_average_at_start": load_average(),
     }
 
 
 def short_description(info: dict) -> str:
     """Return one line like ``AMD EPYC, 2 cores, 23.4 GiB, Linux, mlx 0.32.4 (cpu)``."""
-    blas = ", OpenBLAS" if info.get("openblas_preloaded") else ""
+    name = info.get("blas") or ("OpenBLAS" if info.get("openblas_preloaded") else None)
+    blas = f", {name}" if name else ""
     system = info.get("os", "").split("-")[0]
     return (
         f"{info.get('cpu')}, {info.get('logical_cores')} cores, "

@@ -11,21 +11,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-MEASUREMENTS: tuple[str, ...] = (
-    "engine_overhead",
-    "kv_bytes",
-    "turn_reuse",
-    "splice",
-    "long_conversation",
-    "long_document",
-    "prefix_cache",
-    "context_speed",
-    "architectures",
-    "fidelity",
-    "ui",
-)
-
+# One entry per measurement, in run order: its name and its module. A new measurement
+# is one line here (limits first: the speed parts report fractions of them).
 _MODULES = {
+    "limits": "app.bench.limits",
     "engine_overhead": "app.bench.engine_overhead",
     "kv_bytes": "app.bench.kv_bytes",
     "turn_reuse": "app.bench.turn_reuse",
@@ -36,8 +25,10 @@ _MODULES = {
     "context_speed": "app.bench.context_speed",
     "architectures": "app.bench.architectures",
     "fidelity": "app.bench.fidelity",
+    "server": "app.bench.server",
     "ui": "app.bench.ui_responsiveness",
 }
+MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)
 
 
 def select(only: str | list[str] | None) -> list[str]:

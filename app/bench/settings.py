@@ -39,14 +39,23 @@ class BenchSettings:
         conversation_turns: Scripted turns of the long conversation.
         conversation_max_tokens: Reply length of each turn.
         conversation_max_context: The "auto-trim on" limit.
-        speed_contexts: Context lengths of the decode speed check.
+        speed_contexts: Context lengths of the speed check (prefill, warm turn, decode).
         speed_reps: Repetitions per context and precision.
         speed_decode_tokens: Tokens generated per speed run.
+        speed_warm_tokens: New prompt tokens of a warm turn on a filled cache.
         prefix_tokens: Length of the shared prefix of the prefix cache check.
         prefix_pairs: Interleaved cold/memory/disk triples.
         longdoc_tokens: Length of the generated long document.
         longdoc_segment_tokens: Segment length when it is read in segments.
         ui_seconds: Streaming time of the UI lateness check.
+        limits_read_bytes: Size of the array summed to measure read bandwidth.
+        limits_gemm_size: Side of the square matrices of the GEMM peak.
+        limits_row_matrix: Shape of the one-row matmul's matrix (a decode lm_head).
+        limits_repetitions: Repetitions of each limit (the best counts).
+        server_pairs: Interleaved server/engine decode pairs (the prompt and reply
+            sizes are the engine-overhead ones).
+        server_reuse_tokens: First-request message of the server reuse check.
+        server_reuse_pairs: Interleaved reuse/fresh pairs.
     """
 
     quick: bool = False
@@ -65,14 +74,22 @@ class BenchSettings:
     conversation_turns: int = 60
     conversation_max_tokens: int = 24
     conversation_max_context: int = 1024
-    speed_contexts: tuple[int, ...] = (1024, 2048, 4096)
+    speed_contexts: tuple[int, ...] = (1024, 4096, 8192)
     speed_reps: int = 3
-    speed_decode_tokens: int = 64
+    speed_decode_tokens: int = 48
+    speed_warm_tokens: int = 128
     prefix_tokens: int = 2048
     prefix_pairs: int = 3
     longdoc_tokens: int = 6144
     longdoc_segment_tokens: int = 1024
     ui_seconds: float = 10.0
+    limits_read_bytes: int = 2**30
+    limits_gemm_size: int = 2048
+    limits_row_matrix: tuple[int, ...] = (151936, 896)
+    limits_repetitions: int = 5
+    server_pairs: int = 12
+    server_reuse_tokens: int = 1024
+    server_reuse_pairs: int = 3
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -108,11 +125,14 @@ QUICK = BenchSettings(
     speed_contexts=(1024, 2048),
     speed_reps=2,
     speed_decode_tokens=24,
+    speed_warm_tokens=64,
     prefix_tokens=2048,
     prefix_pairs=2,
     longdoc_tokens=1536,
     longdoc_segment_tokens=512,
     ui_seconds=5.0,
+    server_pairs=6,
+    server_reuse_pairs=2,
 )
 
 
@@ -157,4 +177,6 @@ TARGETS: dict[str, Target] = {
     "splice_vs_rebuild": Target("at_most", 0.15),
     "prefix_memory_vs_cold": Target("at_most", 0.1),
     "prefix_disk_vs_cold": Target("at_most", 0.3),
+    "server_vs_engine": Target("at_least", 0.95),
+    "server_reuse_vs_fresh": Target("at_most", 0.2),
 }

@@ -45,7 +45,28 @@ def register(subcommands) -> None:
         metavar="NAMES",
         help="comma-separated measurements to run (default: all)",
     )
+    parser.add_argument(
+        "--contexts",
+        metavar="N,N",
+        help="context lengths of the speed measurement (default: 1024,4096,8192; "
+        "quick: 1024,2048)",
+    )
     parser.set_defaults(run=run)
+
+
+def _contexts(text: str | None) -> tuple[int, ...] | None:
+    """Parse ``--contexts``; raises ValueError with the accepted form."""
+    if text is None:
+        return None
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 2 for v in values):
+        raise ValueError(
+            f"--contexts takes comma-separated token counts of at least 2, got {text!r}"
+        )
+    return values
 
 
 def _command_args(args: argparse.Namespace) -> list[str]:
@@ -58,6 +79,8 @@ def _command_args(args: argparse.Namespace) -> list[str]:
     words += ["--out", args.out]
     if args.only:
         words += ["--only", args.only]
+    if args.contexts:
+        words += ["--contexts", args.contexts]
     return words
 
 
@@ -66,14 +89,20 @@ def run(args: argparse.Namespace) -> int:
     from app.bench.registry import select
     from app.bench.report import markdown
     from app.bench.runner import run_bench
+    from app.bench.settings import FULL, QUICK
 
     select(args.only)  # reject unknown names before any model is built or loaded
+    contexts = _contexts(args.contexts)
+    settings = QUICK if args.quick else FULL
+    if contexts:
+        settings = settings.with_changes(speed_contexts=contexts)
     command = shlex.join(["swapless", *_command_args(args)])
     results = run_bench(
         args.out,
         args.model,
         quick=args.quick,
         only=args.only,
+        settings=settings,
         command=command,
     )
     print(markdown(results), end="", flush=True)

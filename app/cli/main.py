@@ -31,18 +31,34 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"swapless: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the parser of every subcommand."""
-    from app.cli import (
-        bench_command,
-        chat_command,
-        check_quality_command,
-        doctor_command,
-        make_model_command,
-        presets_command,
-        store_commands,
-        summarize_command,
-    )
+# Which module registers each subcommand, so that a command imports only its own module
+# (the summarize command's module pulls in long-document mode, the store and
+# sqlite-utils: a third of a second that `swapless doctor` has no use for).
+# tests/cli/test_main.py checks this table against what the modules register.
+COMMAND_MODULES: dict[str, str] = {
+    "chat": "chat_command",
+    "summarize": "summarize_command",
+    "conversations": "store_commands",
+    "export": "store_commands",
+    "import": "store_commands",
+    "search": "store_commands",
+    "presets": "presets_command",
+    "doctor": "doctor_command",
+    "make-model": "make_model_command",
+    "check-quality": "check_quality_command",
+    "bench": "bench_command",
+    "serve": "serve_command",
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Return the parser of every subcommand, or only of ``command`` when it is known.
+
+    Args:
+        command: The subcommand about to run; None (or an unknown name) registers all,
+            so help and "invalid choice" errors list every command.
+    """
+    import importlib
 
     parser = _OneLineParser(
         prog="swapless",
@@ -63,25 +79,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the real window that long (gauge live, replies, a trim) and check it",
     )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
-    for module in (
-        chat_command,
-        summarize_command,
-        store_commands,
-        presets_command,
-        doctor_command,
-        make_model_command,
-        check_quality_command,
-        bench_command,
-    ):
-        module.register(subcommands)
+    if command in COMMAND_MODULES:
+        names = [COMMAND_MODULES[command]]
+    else:
+        names = list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in names:
+        importlib.import_module(f"app.cli.{name}").register(subcommands)
     return parser
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (its first non-option word), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     blas.reexec_with_openblas(argv)
-    parser = build_parser()
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if args.smoke_test:
         from app.ui.smoke_test import run_smoke_test

@@ -31,8 +31,10 @@ from app.core.budget.memory_budget import (
     max_safe_context,
     memory_budget_bytes,
 )
+from app.core.budget.model_config import load_config
 from app.core.budget.model_geometry import ModelGeometry, layer_summary, read_geometry
 from app.core.budget.weights import read_weights
+from app.core.budget.weights_check import check_layers_present
 from app.core.memory.snapshot import MemorySnapshot
 
 PRECISIONS = (16, 8, 4)
@@ -89,6 +91,9 @@ def build_report(
     if model_dir is None:
         return report
     model_dir = Path(model_dir)
+    # A config that cannot belong to its weights (a million layers over a few MB) is
+    # refused from the headers, before a geometry of that size is even built.
+    check_layers_present(model_dir, load_config(model_dir))
     geometry = read_geometry(model_dir)
     act = act_dtype_bytes or geometry.act_dtype_bytes
     weights_file_bytes = None

@@ -1,7 +1,8 @@
 """`swapless --smoke-test`: prove the packaged desktop app works end to end, headless.
 
 `run_smoke_test` starts Qt offscreen with a throw-away ``SWAPLESS_HOME``, opens the real
-main window, builds and loads the demo model, sends one message, checks that the reply
+main window, loads the demo model (copied from the user's home when it was built there
+before, else built, then left there for the next run), sends one message, checks that the reply
 streamed in on the generation thread (not the UI thread) and that the conversation is in
 SQLite, then closes the window and checks that it shut down in time. It prints one line
 per step and returns 0, or prints what failed and returns 1.
@@ -30,9 +31,13 @@ class SmokeTestFailure(Exception):
 
 def run_smoke_test() -> int:
     """Run the smoke test; return its exit code (0 = passed)."""
+    from app.core import paths
+    from app.core.engine.demo_model import copy_demo_model
+
     previous = {
         name: os.environ.get(name) for name in ("SWAPLESS_HOME", "QT_QPA_PLATFORM")
     }
+    users_demo = paths.demo_model_dir()
     with tempfile.TemporaryDirectory(prefix="swapless-smoke-") as home:
         os.environ["SWAPLESS_HOME"] = home
         try:
@@ -40,7 +45,10 @@ def run_smoke_test() -> int:
 
             if QApplication.instance() is None:
                 os.environ["QT_QPA_PLATFORM"] = "offscreen"
+            # Building the demo model takes seconds; the user's home keeps one copy.
+            copy_demo_model(users_demo, paths.demo_model_dir())
             _run(home)
+            copy_demo_model(paths.demo_model_dir(), users_demo)
         except SmokeTestFailure as exc:
             print(f"smoke test FAILED: {exc}", file=sys.stderr, flush=True)
             return EXIT_FAILED

@@ -159,3 +159,19 @@ def test_formatted_report_explains_everything(tmp_path):
 def test_unusable_model_folder(tmp_path):
     with pytest.raises(ModelLoadError):
         build_report(tmp_path, BudgetSettings(), snapshot())
+
+
+def test_a_config_that_cannot_belong_to_its_weights_is_refused_from_the_headers(
+    tmp_path, tiny_model_dir
+):
+    # The headers name 2 layers; a config declaring a million used to make the doctor
+    # build a million-layer geometry (41 s) and answer "max safe context 0".
+    folder = tmp_path / "huge-config"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["num_hidden_layers"] = 1_000_000
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        ModelLoadError, match="declares 1,000,000 layers but the weights"
+    ):
+        build_report(folder, BudgetSettings(), snapshot())

@@ -36,9 +36,17 @@ def test_first_start_shows_the_welcome_panel_and_a_disabled_composer(
 
 def test_loading_a_model_enables_the_chat(qtbot, make_window, tiny_model_dir):
     window = make_window()
+    # Read the toolbar when loading starts: the tiny model may be loaded (and the
+    # toolbar enabled again) before waitSignal returns.
+    seen = []
+    window.models.loading_started.connect(
+        lambda *_: seen.append(
+            (window.toolbar.loading, window.toolbar.model_combo.isEnabled())
+        )
+    )
     with qtbot.waitSignal(window.models.loading_started, timeout=30_000):
         window.models.load(str(tiny_model_dir))
-    assert window.toolbar.loading and not window.toolbar.model_combo.isEnabled()
+    assert seen == [(True, False)]
     qtbot.waitUntil(lambda: window.models.info is not None, timeout=30_000)
     qtbot.waitUntil(lambda: not window.models.loading, timeout=5000)
     assert window.main_stack.currentWidget() is window.chat_view

@@ -432,9 +432,13 @@ class ConversationSession:
                 if isinstance(event, GenerationEvent) and event.text:
                     saver.add(event.text)
                 yield event
+        except GeneratorExit:
+            # The consumer stopped listening (a closed pipe, a client gone): like a
+            # Stop, the reply is kept as far as it got and the engine stops.
+            handle.cancel()
+            saver.finish(stopped=True)
+            raise
         except BaseException as exc:
-            # A consumer that stops iterating (GeneratorExit) also lands here: the
-            # reply is kept as far as it got, marked failed, and the engine stopped.
             handle.cancel()
             saver.fail(exc)
             raise

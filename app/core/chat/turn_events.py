@@ -68,10 +68,17 @@ class ChatTurn:
         self.report: TurnReport | None = None
 
     def __iter__(self) -> Iterator:
-        for event in self._events:
-            if isinstance(event, TurnFinished):
-                self.report = event.report
-            yield event
+        try:
+            for event in self._events:
+                if isinstance(event, TurnFinished):
+                    self.report = event.report
+                yield event
+        finally:
+            # A consumer that stops early closes the turn now, not whenever the
+            # garbage collector gets to it: the reply is saved and the engine stops.
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                close()
 
     def cancel(self) -> None:
         """Stop the turn soon (any thread): the reply stops after its current token."""

@@ -4,7 +4,8 @@ On Apple Silicon (Metal) quantized weights with fp16/bf16 activations are the fa
 On the CPU backend the opposite holds (shared/NOTES-mlx.md): quantized matmuls with
 fp16/bf16 activations are 10–40× slower than fp32, and dense fp32 matmuls use BLAS. So on
 CPU, quantized layers are dequantized and every parameter is upcast to float32 after
-loading.
+loading, and attention (plain and quantized KV) goes through `cpu_attention`, whose
+exponential and GQA layout suit this backend; Metal keeps mlx-lm's fused kernels.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def adapt_model(model: nn.Module) -> nn.Module:
     if uses_metal():
         return model
     from mlx_lm.utils import dequantize_model
+
+    from app.core.engine import cpu_attention
+
+    cpu_attention.install()
 
     if any(
         isinstance(m, nn.QuantizedLinear | nn.QuantizedEmbedding)

@@ -16,9 +16,9 @@ from typing import Any
 
 import mlx.nn as nn
 
+from app.core.budget.weights_check import check_layers_present, shorten
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
-from app.core.engine.weights_check import check_layers_present, shorten
 from app.core.errors import ModelLoadError
 from app.core.model_identity import model_identity  # re-exported for the engine
 

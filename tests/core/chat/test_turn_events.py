@@ -100,3 +100,20 @@ def test_an_edit_reports_its_trim_during_the_turn(engine, store):
     sequence = collapse(kinds(events))
     assert "trimmed" in sequence
     assert sequence.index("trimmed") < sequence.index("text")
+
+
+def test_a_consumer_that_stops_listening_leaves_a_stopped_reply(engine, store):
+    session = start(engine, store, max_tokens=200)
+    turn = iter(session.send("Write a long story."))
+    texts = 0
+    for event in turn:
+        if isinstance(event, GenerationEvent) and event.text:
+            texts += 1
+            if texts == 3:
+                break
+    turn.close()  # what a closed pipe or a gone client does
+    user, reply = store.messages(session.conversation_id)
+    assert reply.state == "interrupted" and reply.error is None
+    assert reply.content  # the text received so far is kept
+    # The cache is consistent: the next turn of the same conversation works.
+    assert session.send("Shorter, please.").wait().finish_reason in {"stop", "length"}

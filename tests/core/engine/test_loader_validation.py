@@ -19,10 +19,10 @@ import psutil
 import pytest
 
 from app.core.budget.memory_budget import BudgetSettings, memory_budget_bytes
+from app.core.budget.weights_check import layers_in_weights
 from app.core.engine import memory_guard
 from app.core.engine.engine import Engine
 from app.core.engine.loader import load_model_folder
-from app.core.engine.weights_check import layers_in_weights
 from app.core.errors import BudgetError, ModelLoadError
 
 ROOT = Path(__file__).resolve().parents[3]

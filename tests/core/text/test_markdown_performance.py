@@ -1,8 +1,9 @@
 """Hostile and huge replies render in linear time and bounded depth (generous bounds).
 
-Times are CPU seconds of this process (``time.process_time``): the claim is about the
-work the renderer does, which other processes on a shared machine do not change. A
-wall-clock bound ten times looser guards against anything sleeping or waiting.
+Times are CPU seconds of the rendering thread (``time.thread_time``): the claim is about
+the work the renderer does, which other processes on a shared machine (and other
+threads of the test process, such as a parked engine) do not change. A wall-clock bound
+ten times looser guards against anything sleeping or waiting.
 The regex renderer this replaced was quadratic: a line of ``*a `` took 2.0 s at 10 KB
 and 15.7 s at 30 KB on this machine (84 s at 100 KB in issue 15), and 1000 nested
 ``>`` raised RecursionError.
@@ -43,9 +44,9 @@ PATHOLOGICAL_UNITS = [
 
 
 def _timed(text: str):
-    cpu, wall = time.process_time(), time.perf_counter()
+    cpu, wall = time.thread_time(), time.perf_counter()
     rendered = render_markdown(text)
-    return rendered, time.process_time() - cpu, time.perf_counter() - wall
+    return rendered, time.thread_time() - cpu, time.perf_counter() - wall
 
 
 @pytest.mark.parametrize("unit", PATHOLOGICAL_UNITS)
@@ -58,8 +59,9 @@ def test_a_100_kb_pathological_line_renders_in_under_a_second(unit):
 
 @pytest.mark.parametrize("unit", ["*a ", "[", "[](", "a@"])
 def test_pathological_lines_scale_linearly(unit):
-    small = _timed(unit * (10_000 // len(unit)))[1]
-    large = _timed(unit * (100_000 // len(unit)))[1]
+    # Best of three: a single short run on a busy machine can be off by 2x.
+    small = min(_timed(unit * (10_000 // len(unit)))[1] for _ in range(3))
+    large = min(_timed(unit * (100_000 // len(unit)))[1] for _ in range(3))
     # Ten times the text: linear costs about 10x, quadratic 100x.
     assert large < 25 * max(small, 0.01), (unit, small, large)
 

@@ -1,0 +1,385 @@
+"""Attention for MLX's CPU backend: a cheaper exponential and GQA heads folded into rows.
+
+mlx-lm computes attention with ``mx.fast.scaled_dot_product_attention`` (which on CPU is
+composed of plain ops) or, for a quantized cache, with
+``quantized_scaled_dot_product_attention``. On this backend both are far from the
+machine's limits (shared/NOTES-mlx.md, measured with mlx 0.32.4):
+
+- MLX's x86 CPU build has no SIMD types, so ``mx.exp`` runs the Cephes polynomial one
+  element at a time through ``std::fma`` library calls: ~16 ns per element, and the
+  softmax is most of a long prefill. Here the exponential of the (shifted, so
+  non-positive) scores is one polynomial plus five squarings in plain multiplies and
+  adds, which ``mx.compile`` fuses into vectorized loops (`softmax_weights`).
+- The quantized path broadcasts the quantized keys and values over the query heads of a
+  GQA group and runs MLX's CPU quantized matmuls, which are scalar code: for a prefill
+  3-4x slower than the float path, and ``q @ K^T`` over 8K quantized keys took 8-17 ms
+  per layer against 0.9 ms for the whole float attention. Here multi-token queries
+  dequantize the cache once and take the dense path. A decode query works on the
+  integers: a uint8 view of the packed words (bytes at 8 bits, nibbles at 4) cast to
+  float32 feeds BLAS, and the per-group scales and biases are applied to the (small)
+  products, since ``q . (s * k + b) = s * (q . k) + b * sum(q)`` within a group
+  (measured per layer at 8K keys: float 0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
+
+`install` routes mlx-lm's attention through `scaled_dot_product_attention` here; the
+backend decision (`backend.adapt_model`) calls it on the CPU backend only, so Metal keeps
+mlx-lm's fused kernels untouched.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mlx.core as mx
+
+# Scores this far below their row's maximum get weight e^-30 ~ 1e-13 instead of their
+# true, smaller weight: invisible next to a row sum >= 1 in float32, even over 128K keys.
+SCORE_FLOOR = -30.0
+# exp(x) = exp(x / 32) ** 32: five squarings bring the argument into [-0.94, 0].
+_SQUARINGS = 5
+_SHRINK = 1.0 / 2**_SQUARINGS
+# e^y on [-30/32, 0], least-squares fit of the relative error (max 4.6e-10), low order
+# first. With the squarings the weights are within 8e-6 relative of float64 e^x (mx.exp:
+# 2e-6), far inside the float path's rounding and the quantized cache's own error.
+_EXP_COEFFICIENTS = (
+    0.999999999539124,
+    0.9999999433506804,
+    0.4999988243148713,
+    0.16665717430266133,
+    0.04162835786161558,
+    0.008247832877330613,
+    0.0012805174650401359,
+    0.00012331352810273377,
+)
+# The causal/boolean masks put this in masked scores before the row maximum is taken.
+_MASKED = -1e30
+# Scores of one block of queries (all heads): 8 MiB of float32.
+SCORE_BLOCK_ELEMENTS = 2**21
+# Smaller blocks cost more in per-operation overhead than they save in cache misses.
+MIN_QUERY_BLOCK = 32
+
+
+def _shrunk_exponential(scores: mx.array, row_max: mx.array) -> mx.array:
+    """e^((scores - row_max) / 32), with arguments below `SCORE_FLOOR` raised to it."""
+    shifted = (scores - row_max) * _SHRINK - SCORE_FLOOR * _SHRINK
+    # relu by arithmetic: MLX's maximum/where are not vectorized by the JIT compiler.
+    y = 0.5 * (shifted + mx.abs(shifted)) + SCORE_FLOOR * _SHRINK
+    c = _EXP_COEFFICIENTS
+    y2 = y * y
+    low = (c[0] + c[1] * y) + y2 * (c[2] + c[3] * y)
+    high = (c[4] + c[5] * y) + y2 * (c[6] + c[7] * y)
+    return low + (y2 * y2) * high
+
+
+def _power_of_32(values: mx.array) -> mx.array:
+    for _ in range(_SQUARINGS):
+        values = values * values
+    return values
+
+
+# Two compiled kernels: MLX splits longer fused chains itself, at worse places.
+_shrunk_exponential_kernel = mx.compile(_shrunk_exponential, shapeless=True)
+_power_of_32_kernel = mx.compile(_power_of_32, shapeless=True)
+
+
+def softmax_weights(scores: mx.array) -> tuple[mx.array, mx.array]:
+    """Return unnormalized softmax weights of the last axis and their row sums.
+
+    Args:
+        scores: Float32 scores; masked entries hold a very negative number.
+
+    Returns:
+        ``(weights, sums)``: ``weights / sums`` is the softmax of ``scores``.
+    """
+    row_max = mx.max(scores, axis=-1, keepdims=True)
+    weights = _power_of_32_kernel(_shrunk_exponential_kernel(scores, row_max))
+    return weights, mx.sum(weights, axis=-1, keepdims=True)
+
+
+def _fold_heads(queries: mx.array, kv_heads: int) -> mx.array:
+    """(B, H, L, D) queries to (B, kv_heads, H / kv_heads * L, D): a group's rows."""
+    batch, heads, length, dim = queries.shape
+    return queries.reshape(batch, kv_heads, heads // kv_heads * length, dim)
+
+
+def _unfold_heads(out: mx.array, heads: int) -> mx.array:
+    """The inverse of `_fold_heads`: ``(B, H, L, D)`` again."""
+    return out.reshape(out.shape[0], heads, -1, out.shape[-1])
+
+
+def _masked_scores(
+    scores: mx.array, mask, heads: int, length: int, keys: int
+) -> mx.array:
+    """Apply an mlx-lm attention mask to folded ``(B, kv_heads, rows, T)`` scores."""
+    if mask is None:
+        return scores
+    batch, kv_heads, rows, _ = scores.shape
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"unsupported attention mask {mask!r}")
+        # Folded row r is query r % L, which sits at position keys - L + r % L.
+        query_positions = keys - length + mx.arange(rows) % length
+        allowed = query_positions[:, None] >= mx.arange(keys)[None]
+        return mx.where(allowed, scores, _MASKED)
+    if mask.ndim <= 2:
+        mask = mx.tile(mx.broadcast_to(mask, (length, keys)), (rows // length, 1))
+    else:
+        full = mx.broadcast_to(mask, (batch, heads, length, keys))
+        mask = full.reshape(batch, kv_heads, rows, keys)
+    if mask.dtype == mx.bool_:
+        return mx.where(mask, scores, _MASKED)
+    return scores + mask.astype(scores.dtype)
+
+
+def attention(
+    queries: mx.array, keys: mx.array, values: mx.array, scale: float, mask
+) -> mx.array:
+    """Scaled dot-product attention over float32 keys and values.
+
+    Long query blocks are split so each block's scores stay near `SCORE_BLOCK_ELEMENTS`:
+    they then stay in the CPU caches between the passes over them, and a causal block
+    skips the keys after its last query.
+
+    Args:
+        queries: ``(B, H, L, D)``.
+        keys: ``(B, H_kv, T, D)``; ``H`` is a multiple of ``H_kv``.
+        values: ``(B, H_kv, T, D_v)``.
+        scale: Multiplies the scores.
+        mask: None, ``"causal"`` (query i sees keys up to ``T - L + i``), or an array
+            broadcastable to ``(B, H, L, T)``: boolean (True = attend) or additive.
+
+    Returns:
+        ``(B, H, L, D_v)``, the same as ``mx.fast.scaled_dot_product_attention``.
+    """
+    heads, length = queries.shape[1], queries.shape[2]
+    key_count = keys.shape[2]
+    block = _query_block(heads, length, key_count)
+    if block >= length or not (mask is None or isinstance(mask, str)):
+        return _attention_block(queries, keys, values, scale, mask)
+    outputs = []
+    for start in range(0, length, block):
+        stop = min(start + block, length)
+        # With a causal mask these queries see nothing past the last one's position.
+        visible = key_count - length + stop if mask is not None else key_count
+        output = _attention_block(
+            queries[:, :, start:stop],
+            keys[:, :, :visible],
+            values[:, :, :visible],
+            scale,
+            mask,
+        )
+        # One block's scores at a time: left lazy, MLX would hold every block's at once
+        # and the prefill's peak memory would pass what the budget plans for.
+        mx.eval(output)
+        outputs.append(output)
+    return mx.concatenate(outputs, axis=2)
+
+
+def _query_block(heads: int, length: int, key_count: int) -> int:
+    """Queries per block: a power of two, at least `MIN_QUERY_BLOCK`, at most L."""
+    block = MIN_QUERY_BLOCK
+    while block < length and 2 * block * heads * key_count <= SCORE_BLOCK_ELEMENTS:
+        block *= 2
+    return min(block, length)
+
+
+def _attention_block(
+    queries: mx.array, keys: mx.array, values: mx.array, scale: float, mask
+) -> mx.array:
+    heads, length = queries.shape[1], queries.shape[2]
+    kv_heads, key_count = keys.shape[1], keys.shape[2]
+    folded = _fold_heads(queries * scale, kv_heads)
+    scores = folded @ keys.swapaxes(-1, -2)
+    scores = _masked_scores(scores, mask, heads, length, key_count)
+    weights, sums = softmax_weights(scores)
+    # Normalizing the (rows, D) output costs less than normalizing (rows, T) weights.
+    return _unfold_heads((weights @ values) / sums, heads)
+
+
+def quantized_attention(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask,
+    group_size: int = 64,
+    bits: int = 8,
+) -> mx.array:
+    """Attention over a quantized cache; a drop-in for mlx-lm's quantized attention.
+
+    Args:
+        queries: ``(B, H, L, D)``.
+        q_keys: ``mx.quantize`` output (weights, scales, biases) of ``(B, H_kv, T, D)``.
+        q_values: The same for the values.
+        scale: Multiplies the scores.
+        mask: As for `attention`.
+        group_size: Quantization group of the cache.
+        bits: Bits per element of the cache.
+
+    Returns:
+        ``(B, H, L, D)``.
+    """
+    if queries.shape[2] > 1:
+        # A prefill's L x T scores dwarf dequantizing T keys and values once.
+        keys = mx.dequantize(*q_keys, group_size=group_size, bits=bits)
+        values = mx.dequantize(*q_values, group_size=group_size, bits=bits)
+        return attention(queries, keys, values, scale, mask)
+    if bits not in _UNPACKABLE_BITS:
+        return _quantized_matmul_decode(
+            queries, q_keys, q_values, scale, mask, group_size, bits
+        )
+    heads = queries.shape[1]
+    batch, kv_heads, key_count, groups = q_keys[1].shape
+    folded = _fold_heads(queries * scale, kv_heads)
+    rows, dim = folded.shape[2], folded.shape[3]
+    by_group = folded.reshape(batch, kv_heads, rows, groups, dim // groups)
+    by_group = by_group.transpose(0, 1, 3, 2, 4)  # (B, H_kv, G, R, g)
+    key_planes = _integer_planes(q_keys[0], groups, bits)
+    step = len(key_planes)
+    # k = scale * integers + bias per group, so q.k = sum over groups of
+    # scale * (q_g . integers_g) + bias * sum(q_g): BLAS matmuls on the integers.
+    raw = sum(
+        by_group[..., index::step] @ plane.swapaxes(-1, -2)
+        for index, plane in enumerate(key_planes)
+    )  # (B, H_kv, G, R, T)
+    key_scales = q_keys[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    key_biases = q_keys[2].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    query_sums = by_group.sum(axis=-1, keepdims=True)
+    scores = (raw * key_scales + query_sums * key_biases).sum(axis=2)
+    scores = _masked_scores(scores, mask, heads, 1, key_count)
+    weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
+    value_scales = q_values[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
+    value_biases = q_values[2].transpose(0, 1, 3, 2)[..., None]  # (B, H_kv, G, T, 1)
+    scaled = weights[:, :, None] * value_scales  # (B, H_kv, G, R, T)
+    value_groups = q_values[1].shape[-1]  # the value width may differ from the key's
+    planes = [
+        scaled @ plane for plane in _integer_planes(q_values[0], value_groups, bits)
+    ]
+    # Interleave the planes back into element order (a small (R, D) array).
+    out = mx.stack(planes, axis=-1).reshape(*planes[0].shape[:-1], -1)
+    out = out + weights[:, :, None] @ value_biases
+    out = out.transpose(0, 1, 3, 2, 4).reshape(batch, kv_heads, rows, -1)
+    return _unfold_heads(out / sums, heads)
+
+
+# Bit widths whose packed words split into bytes (8) or nibbles (4) with a uint8 view.
+_UNPACKABLE_BITS = (8, 4)
+
+
+def _integer_planes(packed: mx.array, groups: int, bits: int) -> list[mx.array]:
+    """The integers of ``mx.quantize``'s packed words as float32 matrices, per group.
+
+    ``packed`` is ``(B, H, T, D * bits / 32)`` uint32, little-endian (element i of a
+    word sits at bits ``i * bits``). At 8 bits one plane ``(B, H, G, T, D / G)`` holds
+    every element; at 4 bits the low and high nibbles of each byte are two planes of
+    ``(B, H, G, T, D / G / 2)``: the elements at even and at odd positions of a group.
+    Each plane is contiguous per group, so BLAS reads it in place.
+    """
+    as_bytes = mx.view(packed, mx.uint8)
+    planes = (
+        [as_bytes]
+        if bits == 8
+        else [mx.bitwise_and(as_bytes, 15), mx.right_shift(as_bytes, 4)]
+    )
+    batch, heads, tokens, width = as_bytes.shape
+    return [
+        plane.reshape(batch, heads, tokens, groups, width // groups)
+        .transpose(0, 1, 3, 2, 4)
+        .astype(mx.float32)
+        for plane in planes
+    ]
+
+
+def _quantized_matmul_decode(
+    queries, q_keys, q_values, scale, mask, group_size, bits
+) -> mx.array:
+    """One query over a quantized cache with MLX's quantized matmuls (any bit width)."""
+    heads = queries.shape[1]
+    kv_heads, key_count = q_keys[0].shape[1], q_keys[0].shape[2]
+    folded = _fold_heads(queries * scale, kv_heads)
+    scores = mx.quantized_matmul(
+        folded, *q_keys, transpose=True, group_size=group_size, bits=bits
+    )
+    scores = _masked_scores(scores, mask, heads, 1, key_count)
+    weights, sums = softmax_weights(scores)
+    out = mx.quantized_matmul(
+        weights, *q_values, transpose=False, group_size=group_size, bits=bits
+    )
+    return _unfold_heads(out / sums, heads)
+
+
+def _handles(queries: mx.array, sinks) -> bool:
+    return sinks is None and queries.dtype == mx.float32
+
+
+def scaled_dot_product_attention(
+    queries, keys, values, cache, scale: float, mask, sinks=None
+) -> mx.array:
+    """mlx-lm's ``scaled_dot_product_attention`` with the CPU paths of this module.
+
+    Attention sinks and non-float32 activations keep mlx-lm's own implementation.
+    """
+    if not _handles(queries, sinks):
+        return _MLX_LM_SDPA(
+            queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks
+        )
+    if hasattr(cache, "bits"):
+        return quantized_attention(
+            queries,
+            keys,
+            values,
+            scale,
+            mask,
+            group_size=cache.group_size,
+            bits=cache.bits,
+        )
+    return attention(queries, keys, values, scale, mask)
+
+
+def _mlx_lm_base():
+    from mlx_lm.models import base
+
+    return base
+
+
+_MLX_LM_SDPA = _mlx_lm_base().scaled_dot_product_attention
+MLX_LM_QUANTIZED_SDPA = _mlx_lm_base().quantized_scaled_dot_product_attention
+"""mlx-lm's own quantized attention, kept for comparisons (tests, benchmarks)."""
+
+
+def install() -> int:
+    """Route mlx-lm's attention through this module (idempotent).
+
+    mlx-lm's model modules import ``scaled_dot_product_attention`` from
+    ``mlx_lm.models.base`` by name, so the name is replaced there and in every model
+    module already imported; modules imported later take the replaced one from base.
+
+    Returns:
+        How many modules now use this module's attention.
+    """
+    base = _mlx_lm_base()
+    base.scaled_dot_product_attention = scaled_dot_product_attention
+    routed = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("mlx_lm.models.") or module is None:
+            continue
+        current = getattr(module, "scaled_dot_product_attention", None)
+        if current is _MLX_LM_SDPA or current is scaled_dot_product_attention:
+            module.scaled_dot_product_attention = scaled_dot_product_attention
+            routed += 1
+    return routed
+
+
+def uninstall() -> None:
+    """Give every mlx-lm module its own attention back (tests compare both)."""
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("mlx_lm.models.") or module is None:
+            continue
+        if getattr(module, "scaled_dot_product_attention", None) is (
+            scaled_dot_product_attention
+        ):
+            module.scaled_dot_product_attention = _MLX_LM_SDPA
+
+
+def installed() -> bool:
+    """True when mlx-lm's base module routes attention through this module."""
+    return _mlx_lm_base().scaled_dot_product_attention is scaled_dot_product_attention
