@@ -208,10 +208,17 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
     return True
 
 
+def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
+    from app.bench.fidelity import draw_recall_vs_kv_bytes
+
+    return draw_recall_vs_kv_bytes(results, path)
+
+
 PLOTS = {
     "memory_vs_turns.png": draw_memory_vs_turns,
     "tps_vs_context.png": draw_tps_vs_context,
     "longdoc_memory.png": draw_longdoc_memory,
+    "recall_vs_kv_bytes.png": _draw_recall_vs_kv_bytes,
 }
 
 
