@@ -278,9 +278,10 @@ def run(ctx: BenchContext) -> PartResult:
     }
     result.rows = _rows(s, whole, segmented, tps_ratio, peaks)
     result.notes.append(
-        f"Long document: a {segmented['document_tokens']:,}-token document, the seed's "
-        f"~{SEED_TOKENS // 1000}K experiment scaled to what this CPU reads whole in "
-        f"minutes; one run per reading, so no spread. Whole reads decode "
+        f"Long document: a {segmented['document_tokens']:,}-token document (the "
+        f"seed's experiment used ~{SEED_TOKENS // 1000}K); a whole read stops at "
+        f"{s.longdoc_budget_s:.0f} s and says where; one run per reading, so no "
+        f"spread. Whole reads decode "
         f"{s.longdoc_decode_tokens} tokens at each sixth of the prompt; segments "
         f"write {NOTES_TOKENS} tokens of notes each."
     )
