@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.core.errors import KnownError
 from app.core.quality.events import CancelToken, CellMeasured, QualityProgress
@@ -25,6 +25,21 @@ log = logging.getLogger(__name__)
 NO_MODEL = "Load a model first: the check measures the loaded model."
 BUSY = "Stop the reply first, then check quality."
 RUNNING = "A quality check is already running."
+_relay_pool: QThreadPool | None = None
+
+
+def _relay_threads() -> QThreadPool:
+    """The pool of the threads that relay a check's events (one check at a time).
+
+    A check waits on the engine for up to minutes; on a 2-core machine Qt's global pool
+    has two threads, which a download and a check would then both hold. The pool is
+    never deleted before the process ends: deleting a pool waits for its jobs.
+    """
+    global _relay_pool
+    if _relay_pool is None:
+        _relay_pool = QThreadPool()
+        _relay_pool.setObjectName("swapless-quality-relay")
+    return _relay_pool
 
 
 class QualityCheckController(QObject):
@@ -56,7 +71,7 @@ class QualityCheckController(QObject):
         self._models = models
         self._store = store
         self._is_busy = is_busy
-        self._tasks = TaskSet(self)
+        self._tasks = TaskSet(self, pool=_relay_threads())
         self._cancel: CancelToken | None = None
         self.sizes = None
         self.only: list[str] | None = None
