@@ -5,6 +5,8 @@ in the controllers, each with its own signals and tests:
 
 * `SettingsController`: the settings, their dialog, the theme;
 * `ModelController` and `ModelPickerController`: loading models, the picker, Models…;
+* `QualityCheckController`: Check quality in Models…, the stored results of the
+  loaded model that the preset picker and editor show;
 * `CurrentConversationController` and `PresetPickerController`: the open conversation
   and its preset;
 * `TurnController` and `DocumentController`: turns, the live reply, documents;
@@ -49,6 +51,7 @@ from app.ui.model_controller import DEMO, ModelController
 from app.ui.model_picker_controller import ModelPickerController
 from app.ui.notices_controller import NoticesController
 from app.ui.preset_picker_controller import PresetPickerController
+from app.ui.quality_check_controller import QualityCheckController
 from app.ui.server_controller import ServerController
 from app.ui.settings_controller import SettingsController
 from app.ui.status_area_view import StatusAreaView
@@ -198,10 +201,20 @@ class MainWindow(QMainWindow):
             self.settings_controller,
             self,
         )
-        self.model_picker = ModelPickerController(
-            self.toolbar, self.models, self.settings_controller, self.sampler, self
+        self.quality = QualityCheckController(
+            worker, self.models, self.store, lambda: self.turns.busy, self
         )
-        self.preset_picker = PresetPickerController(self.toolbar, self.current, self)
+        self.model_picker = ModelPickerController(
+            self.toolbar,
+            self.models,
+            self.settings_controller,
+            self.sampler,
+            self,
+            quality=self.quality,
+        )
+        self.preset_picker = PresetPickerController(
+            self.toolbar, self.current, self, quality=self.quality
+        )
         self.server = ServerController(worker, self.settings_controller, self)
 
     def _build_actions(self) -> None:
@@ -351,6 +364,7 @@ class MainWindow(QMainWindow):
             self.meter,
             self.model_picker,
             self.preset_picker,
+            self.quality,
             self.server,
         )
 
@@ -388,6 +402,7 @@ class MainWindow(QMainWindow):
             log.warning("window state not saved: %s", exc)
         if self.model_picker.manager is not None:
             self.model_picker.manager.cancel_download()
+        self.quality.stop()  # the check ends at its next forward pass
         self.server.stop()  # its replies stop within a token, before the engine does
         self.documents.shutdown()
         stopped = self.threads.stop()
