@@ -33,8 +33,8 @@ class KVSizing:
         bits: KV bits (16 means unquantized, in the activation dtype).
         group: KV quantization group size.
         act_dtype_bytes: Bytes per element of the engine's activation dtype.
-        max_safe_context: Longest context inside the memory budget, or None when
-            memory does not limit it.
+        max_safe_context: Longest context inside the memory budget and the context
+            the model was trained for, or None when neither limits it.
     """
 
     geometry: ModelGeometry
@@ -105,4 +105,9 @@ def kv_sizing(
         settings or BudgetSettings(),
         act_dtype_bytes=act,
     )
+    # Past the context the model was trained for replies degrade however much memory
+    # is free: the chat's limit (the engine's max_safe_context) stops there too.
+    trained = geometry.max_position_embeddings
+    if trained and (safe is None or trained < safe):
+        safe = trained
     return KVSizing(geometry, bits, group, act, safe)

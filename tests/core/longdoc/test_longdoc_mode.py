@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.budget import kv_bytes_at, read_geometry
+from app.core.budget import (
+    BudgetSettings,
+    kv_bytes_at,
+    max_safe_context,
+    read_geometry,
+)
 from app.core.errors import BudgetError
 from app.core.longdoc.mode import ContextNeeds, choose_mode
 from app.core.longdoc.sizing import kv_sizing
@@ -118,7 +123,30 @@ def test_sizing_matches_the_budget_with_one_allocation_step_of_growth(tiny_model
     assert sizing.kv_bytes(301) == 768 * 640 >= (1 + 512) * 640
     assert sizing.kv_bytes(257) == 512 * 640
     assert sizing.kv_bytes(0) == 0
-    # (8 GiB x 0.75 - 2 GiB - 10 MiB) x 0.6 / 640 B, in whole 256-token steps.
-    assert sizing.max_safe_context == 4_016_640
+    # Memory: (8 GiB x 0.75 - 2 GiB - 10 MiB) x 0.6 / 640 B, in whole 256-token steps;
+    # the tiny model was trained for 16,384, which is the smaller.
+    memory = max_safe_context(
+        8 * 2**30, 10 * 2**20, geometry, 4, 64, BudgetSettings(), act_dtype_bytes=4
+    )
+    assert memory == 4_016_640
+    assert geometry.max_position_embeddings == 16_384
+    assert sizing.max_safe_context == 16_384
     with pytest.raises(ValueError, match="float32, float16, bfloat16"):
         kv_sizing(tiny_model_dir, 1, "int8", 4, 64, total_memory=2**33)
+
+
+def test_sizing_stops_at_the_context_the_model_was_trained_for(
+    tiny_model_dir, tmp_path
+):
+    import json
+    import shutil
+
+    folder = tmp_path / "short-trained"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["max_position_embeddings"] = 4096
+    (folder / "config.json").write_text(json.dumps(config))
+    sizing = kv_sizing(folder, 10 * 2**20, "float32", 4, 64, total_memory=8 * 2**30)
+    # Memory alone would allow 4,016,640 tokens (the test above); the chat stops at
+    # the trained context, so a plan must too.
+    assert sizing.max_safe_context == 4096
