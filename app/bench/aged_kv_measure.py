@@ -1,0 +1,191 @@
+"""The measuring half of `aged_kv`: quality, bytes and decode speed of KV schemes (engine thread).
+
+For one context length every scheme is run on the same inputs as full precision:
+
+* a held-out text of that length, fed in 512-token chunks in lockstep with a
+  full-precision cache (`quality_scoring.compare_chunk`): top-1 agreement, KL and the
+  perplexity ratio over every position. The aged caches age as they grow, exactly as in
+  a conversation, so late positions read old tokens at the floor;
+* pass keys hidden at the start of that many tokens of held-out filler and asked at the
+  end (teacher-forced greedy, every answer token the argmax), so the key is in the
+  oldest tier when it is asked for;
+* the live cache's bytes after the text (and the budget's figure for that length);
+* decode speed: greedy tokens after the text, from copies of the filled caches, the
+  schemes interleaved round by round so a busy machine slows them alike.
+
+Runs on the engine thread of an engine with the reference model loaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+from app.core.engine import quality_scoring as scoring
+from app.core.engine.conversation_cache import ConversationCache
+from app.core.generation_settings import KVSettings
+from app.core.quality import recall_tasks
+
+PASS_KEY_SEED = 4242
+# Tokens of a pass-key prompt besides its filler (the chat template, the question).
+PROMPT_OVERHEAD = 64
+
+
+@dataclass
+class SchemeFigures:
+    """What one scheme measured at one context length (JSON-ready via `as_dict`)."""
+
+    positions: int = 0
+    agreed: int = 0
+    kl_sum: float = 0.0
+    reference_nll: float = 0.0
+    nll: float = 0.0
+    live_bytes: int = 0
+    recall_hits: int = 0
+    recall_asked: int = 0
+    decode_seconds: list[float] = field(default_factory=list)
+    decode_tokens: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        """The figures, with the derived shares."""
+        import math
+
+        return {
+            "positions": self.positions,
+            "top1_agreement": self.agreed / self.positions if self.positions else None,
+            "mean_kl": self.kl_sum / self.positions if self.positions else None,
+            "perplexity_ratio": (
+                math.exp((self.nll - self.reference_nll) / self.positions)
+                if self.positions
+                else None
+            ),
+            "live_bytes": self.live_bytes,
+            "recall_hits": self.recall_hits,
+            "recall_asked": self.recall_asked,
+            "recall": (
+                self.recall_hits / self.recall_asked if self.recall_asked else None
+            ),
+            "decode_tokens": self.decode_tokens,
+            "decode_seconds": self.decode_seconds,
+            "decode_tokens_per_s": [
+                self.decode_tokens / s for s in self.decode_seconds if s > 0
+            ],
+            "seconds": self.seconds,
+        }
+
+
+def new_cache(model, kv: KVSettings) -> ConversationCache:
+    """An empty cache: uniform ones quantized from the first token, aged ones aging."""
+    return scoring.new_cache(model, kv)
+
+
+def measure_context(
+    loaded,
+    stream,
+    tokens: int,
+    schemes: dict[str, KVSettings],
+    *,
+    pass_keys: int,
+    decode_tokens: int,
+    decode_rounds: int,
+    log: Callable[[str], None],
+) -> dict[str, SchemeFigures]:
+    """Every figure of every scheme at one context length.
+
+    Args:
+        loaded: The reference model, loaded (engine thread).
+        stream: Its held-out `corpus.TokenStream` (text and filler).
+        tokens: The context length.
+        schemes: Name -> KV settings; ``full`` (16-bit) is the reference and must be
+            among them.
+        pass_keys: Pass keys asked per scheme.
+        decode_tokens: Greedy tokens timed per round.
+        decode_rounds: Interleaved timing rounds.
+        log: One line per finished scheme.
+    """
+    model = loaded.model
+    chunk = scoring.chunk_size(int(loaded.config.get("vocab_size") or 0))
+    figures = {name: SchemeFigures() for name in schemes}
+    text = [int(i) for i in stream.ids[: tokens + 1]]
+    filled: dict[str, ConversationCache] = {}
+    for name, kv in schemes.items():
+        began = time.perf_counter()
+        reference = new_cache(model, scoring.FULL_PRECISION)
+        cache = new_cache(model, kv)
+        result = figures[name]
+        for start in range(0, tokens, chunk):
+            piece = scoring.compare_chunk(model, reference, cache, text, start, chunk)
+            result.positions += piece.positions
+            result.agreed += piece.agreed
+            result.kl_sum += piece.kl_sum
+            result.reference_nll += piece.reference_nll
+            result.nll += piece.compressed_nll
+        # The text's last token was fed too (it predicts nothing): trim it off.
+        cache.rewind(tokens)
+        cache.evaluate()
+        result.live_bytes = cache.nbytes
+        filled[name] = cache
+        result.seconds += time.perf_counter() - began
+    questions = _pass_key_questions(loaded, stream, tokens, pass_keys)
+    for name, kv in schemes.items():
+        began = time.perf_counter()
+        result = figures[name]
+        for question in questions:
+            cache = new_cache(model, kv)
+            right = scoring.answer_correct(
+                model, cache, question.lead_ids, question.answer_ids, chunk
+            )
+            result.recall_asked += 1
+            result.recall_hits += bool(right)
+        result.seconds += time.perf_counter() - began
+        log(
+            f"    {tokens:>5} {name}: recall {result.recall_hits}/"
+            f"{result.recall_asked}, KL {result.kl_sum / max(result.positions, 1):.4f}"
+        )
+    for _ in range(decode_rounds):
+        for name in schemes:
+            seconds = _decode(model, filled[name], decode_tokens, text[-1])
+            figures[name].decode_seconds.append(seconds)
+            figures[name].decode_tokens = decode_tokens
+    mx.clear_cache()
+    return figures
+
+
+def _pass_key_questions(loaded, stream, tokens: int, count: int):
+    """``count`` pass keys, each hidden at the start of a ``tokens``-long prompt."""
+    chat = scoring.ChatRenderer(loaded.tokenizer)
+    rng = random.Random(PASS_KEY_SEED + tokens)
+    distance = max(tokens - PROMPT_OVERHEAD, 16)
+    return [
+        scoring.task_question(
+            chat, recall_tasks.pass_key_task(rng, distance, stream.filler)
+        )
+        for _ in range(count)
+    ]
+
+
+def _decode(model, filled: ConversationCache, count: int, first: int) -> float:
+    """Seconds for ``count`` greedy decode steps on a copy of ``filled``."""
+    cache = filled.clone()
+    token = mx.array([[first]])
+    mx.eval(token)
+    started = time.perf_counter()
+    for _ in range(count):
+        logits = model(token, cache=cache.layers)
+        token = mx.argmax(logits[:, -1, :], axis=-1, keepdims=True)
+        mx.eval(token)
+        cache.quantize()  # what the engine does between tokens: aged tiers move down
+    seconds = time.perf_counter() - started
+    del cache
+    return seconds
+
+
+def copy_figures(figures: dict[str, SchemeFigures]) -> dict[str, dict]:
+    """JSON-ready figures."""
+    return {name: copy.deepcopy(f.as_dict()) for name, f in figures.items()}
