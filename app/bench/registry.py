@@ -24,6 +24,7 @@ _MODULES = {
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
     "architectures": "app.bench.architectures",
+    "server": "app.bench.server",
     "ui": "app.bench.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)

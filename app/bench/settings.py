@@ -52,6 +52,10 @@ class BenchSettings:
         limits_gemm_size: Side of the square matrices of the GEMM peak.
         limits_row_matrix: Shape of the one-row matmul's matrix (a decode lm_head).
         limits_repetitions: Repetitions of each limit (the best counts).
+        server_pairs: Interleaved server/engine decode pairs (the prompt and reply
+            sizes are the engine-overhead ones).
+        server_reuse_tokens: First-request message of the server reuse check.
+        server_reuse_pairs: Interleaved reuse/fresh pairs.
     """
 
     quick: bool = False
@@ -83,6 +87,9 @@ class BenchSettings:
     limits_gemm_size: int = 2048
     limits_row_matrix: tuple[int, ...] = (151936, 896)
     limits_repetitions: int = 5
+    server_pairs: int = 12
+    server_reuse_tokens: int = 1024
+    server_reuse_pairs: int = 3
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -124,6 +131,8 @@ QUICK = BenchSettings(
     longdoc_tokens=1536,
     longdoc_segment_tokens=512,
     ui_seconds=5.0,
+    server_pairs=6,
+    server_reuse_pairs=2,
 )
 
 
@@ -168,4 +177,6 @@ TARGETS: dict[str, Target] = {
     "splice_vs_rebuild": Target("at_most", 0.15),
     "prefix_memory_vs_cold": Target("at_most", 0.1),
     "prefix_disk_vs_cold": Target("at_most", 0.3),
+    "server_vs_engine": Target("at_least", 0.95),
+    "server_reuse_vs_fresh": Target("at_most", 0.2),
 }

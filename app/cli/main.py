@@ -46,6 +46,7 @@ COMMAND_MODULES: dict[str, str] = {
     "doctor": "doctor_command",
     "make-model": "make_model_command",
     "bench": "bench_command",
+    "serve": "serve_command",
 }
 
 

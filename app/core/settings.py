@@ -41,6 +41,10 @@ PREFIX_CACHE_DISK_CAP_RANGE = (0, 1024 * GIB)
 RESERVE_BYTES_RANGE = (0, 1024 * GIB)
 DEFAULT_MODEL_FOLDERS: tuple[str, ...] = ()
 DEFAULT_LAST_MODEL = ""
+DEFAULT_SERVER_ENABLED = False
+DEFAULT_SERVER_PORT = 8989
+"""Next to nobody's default (LM Studio 1234, Ollama 11434, llama.cpp/mlx-lm 8080)."""
+SERVER_PORT_RANGE = (1024, 65535)
 
 _PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 
@@ -59,6 +63,9 @@ class AppSettings:
             disk cache off.
         model_folders: Extra folders the model manager searches for models.
         last_model: The model folder loaded last, loaded again at start ("" for none).
+        server_enabled: Run the local OpenAI-compatible server with the app (on
+            127.0.0.1, with the app's loaded model).
+        server_port: Its port.
     """
 
     memory_cap_fraction: float = DEFAULT_MEMORY_CAP_FRACTION
@@ -69,6 +76,8 @@ class AppSettings:
     prefix_cache_disk_cap_bytes: int = DEFAULT_PREFIX_CACHE_DISK_CAP_BYTES
     model_folders: tuple[str, ...] = DEFAULT_MODEL_FOLDERS
     last_model: str = DEFAULT_LAST_MODEL
+    server_enabled: bool = DEFAULT_SERVER_ENABLED
+    server_port: int = DEFAULT_SERVER_PORT
 
     def __post_init__(self):
         for item in fields(self):
@@ -166,6 +175,19 @@ def _check(key: str, value: Any) -> Any:
     if key == "last_model":
         if not isinstance(value, str):
             raise SettingsError(f"{where} must be a folder path as text, got {value!r}")
+        return value
+    if key == "server_enabled":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where} must be true or false, got {value!r}")
+        return value
+    if key == "server_port":
+        low, high = SERVER_PORT_RANGE
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{where} must be a whole number, got {value!r}")
+        if not low <= value <= high:
+            raise SettingsError(
+                f"{where} must be between {low} and {high}, got {value}"
+            )
         return value
     raise AssertionError(f"no check for {key}")  # a field was added without one
 

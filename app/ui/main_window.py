@@ -9,7 +9,8 @@ in the controllers, each with its own signals and tests:
   and its preset;
 * `TurnController` and `DocumentController`: turns, the live reply, documents;
 * `ConversationListController`: the list, search, rename, delete with undo;
-* `NoticesController`: the notice line; `ContextMeterController`: the context meter.
+* `NoticesController`: the notice line; `ContextMeterController`: the context meter;
+* `ServerController`: the local server of the Settings switch.
 
 Model work runs on the `GenerationWorker`'s thread and memory sampling on the
 `MemorySampler`'s (`WindowThreads`); closing the window stops a reply in progress (the
@@ -47,6 +48,7 @@ from app.ui.model_controller import DEMO, ModelController
 from app.ui.model_picker_controller import ModelPickerController
 from app.ui.notices_controller import NoticesController
 from app.ui.preset_picker_controller import PresetPickerController
+from app.ui.server_controller import ServerController
 from app.ui.settings_controller import SettingsController
 from app.ui.status_area_view import StatusAreaView
 from app.ui.theme import markdown_theme, refresh_style_sheets
@@ -187,6 +189,7 @@ class MainWindow(QMainWindow):
             self.toolbar, self.models, self.settings_controller, self.sampler, self
         )
         self.preset_picker = PresetPickerController(self.toolbar, self.current, self)
+        self.server = ServerController(worker, self.settings_controller, self)
 
     def _build_actions(self) -> None:
         self.new_chat_action = self._action(
@@ -238,6 +241,8 @@ class MainWindow(QMainWindow):
             self._on_settings_controller_settings_changed
         )
         notices.open_models = self.model_picker.open_manager
+        self.server.status_changed.connect(self.status_area.server_status.set_status)
+        self.server.failed.connect(notices.show_server_failed)
 
     def _start(self, restore_state: bool, load_last_model: bool) -> None:
         self.conversation_list.refresh()
@@ -256,6 +261,7 @@ class MainWindow(QMainWindow):
         self.model_picker.fill()
         self.model_picker.refresh()
         self.turns.refresh_composer()
+        self.server.start_if_enabled()
         last = self.settings_controller.settings.last_model
         if load_last_model and last and Path(last).is_dir():
             self.models.load(last)
@@ -318,6 +324,7 @@ class MainWindow(QMainWindow):
             self.meter,
             self.model_picker,
             self.preset_picker,
+            self.server,
         )
 
     def changeEvent(self, event) -> None:
@@ -354,6 +361,7 @@ class MainWindow(QMainWindow):
             log.warning("window state not saved: %s", exc)
         if self.model_picker.manager is not None:
             self.model_picker.manager.cancel_download()
+        self.server.stop()  # its replies stop within a token, before the engine does
         stopped = self.threads.stop()
         for tasks in self.findChildren(TaskSet):
             tasks.forget_all()

@@ -181,6 +181,10 @@ class NoticesController(QObject):
                 )
             )
 
+    def show_server_failed(self, text: str) -> None:
+        """The local server could not start (a port in use, say)."""
+        self.show(Notice("server", "warning", text))
+
     def show_settings_problem(self, problem: str) -> None:
         """The settings file could not be used."""
         self.show(

@@ -1,4 +1,4 @@
-"""The settings dialog: memory budget, theme, default preset, prefix-cache disk cap.
+"""The settings dialog: memory budget, theme, default preset, prefix-cache disk cap, server.
 
 Values are edited in the units people think in (percent of RAM, GiB) and checked by
 `AppSettings` itself, so the dialog can never save what the settings file would refuse;
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -25,7 +28,7 @@ from app.core.budget.memory_budget import (
     SETTING_EXPLANATIONS,
 )
 from app.core.errors import SettingsError
-from app.core.settings import GIB, VALID_THEMES, AppSettings
+from app.core.settings import GIB, SERVER_PORT_RANGE, VALID_THEMES, AppSettings
 
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
 
@@ -118,6 +121,28 @@ class SettingsDialog(QDialog):
                 "continue without reading their whole history again; 0 turns it off"
             ),
         )
+
+        self.server_enabled = QCheckBox("Run the local server")
+        self.server_enabled.setChecked(settings.server_enabled)
+        self.server_port = QSpinBox()
+        self.server_port.setRange(*SERVER_PORT_RANGE)
+        self.server_port.setValue(settings.server_port)
+        self.server_port.setPrefix("port ")
+        server_row = QWidget()
+        server_layout = QHBoxLayout(server_row)
+        server_layout.setContentsMargins(0, 0, 0, 0)
+        server_layout.addWidget(self.server_enabled)
+        server_layout.addWidget(self.server_port)
+        server_layout.addStretch(1)
+        form.addRow("Local server", server_row)
+        form.addRow(
+            "",
+            _help(
+                "an OpenAI-compatible API on this computer only (127.0.0.1) for "
+                "editors, agents and scripts; it answers with the loaded model, inside "
+                "the same memory budget, and trims long histories like a chat"
+            ),
+        )
         layout.addLayout(form)
 
         self.error_label = QLabel()
@@ -134,6 +159,8 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.buttons)
         for spin in (self.memory_cap, self.reserve, self.safety, self.cache_cap):
             spin.valueChanged.connect(self._validate)
+        self.server_port.valueChanged.connect(self._validate)
+        self.server_enabled.toggled.connect(self._validate)
         self.theme.currentIndexChanged.connect(self._validate)
         self.default_preset.currentIndexChanged.connect(self._validate)
 
@@ -146,6 +173,8 @@ class SettingsDialog(QDialog):
             "theme": self.theme.currentData(),
             "default_preset": self.default_preset.currentData(),
             "prefix_cache_disk_cap_bytes": int(round(self.cache_cap.value() * GIB)),
+            "server_enabled": self.server_enabled.isChecked(),
+            "server_port": self.server_port.value(),
         }
 
     def result_settings(self) -> AppSettings:

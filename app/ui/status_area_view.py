@@ -1,4 +1,6 @@
-"""The panel at the bottom of the window: the notice line, the memory gauge, the context meter.
+"""The panel at the bottom of the window: notices, the memory gauge, the context meter.
+
+The local server's line sits at the end of the row when the server runs.
 
 Always visible and always the same height, so what it shows changing never moves the
 chat above it. Layout only.
@@ -11,6 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QVBoxLayout, QWidget
 from app.ui.context_meter_view import ContextMeterView
 from app.ui.memory_gauge_view import MemoryGaugeView
 from app.ui.notice_area_view import NoticeAreaView
+from app.ui.server_status_view import ServerStatusView
 
 
 class StatusAreaView(QFrame):
@@ -35,4 +38,6 @@ class StatusAreaView(QFrame):
         row.addWidget(divider)
         self.context_meter = ContextMeterView()
         row.addWidget(self.context_meter, 2)
+        self.server_status = ServerStatusView()
+        row.addWidget(self.server_status)
         column.addLayout(row)

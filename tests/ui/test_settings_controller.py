@@ -30,9 +30,12 @@ def test_the_settings_dialog_saves_typed_settings(qtbot, window, restore_theme):
     dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
     dialog.default_preset.setCurrentIndex(dialog.default_preset.findData("code"))
     dialog.cache_cap.setValue(0)
+    assert not dialog.server_enabled.isChecked()  # off unless asked for
+    dialog.server_port.setValue(9123)
     with qtbot.waitSignal(window.settings_controller.settings_changed, timeout=2000):
         dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
     saved = load_settings()
+    assert (saved.server_enabled, saved.server_port) == (False, 9123)
     assert (saved.memory_cap_fraction, saved.safety_factor) == (0.6, 0.5)
     assert saved.reserve_bytes == int(1.5 * 1024**3)
     assert (saved.theme, saved.default_preset, saved.prefix_cache_disk_cap_bytes) == (

@@ -78,6 +78,16 @@ class CacheRegistry:
         self._states.pop(key, None)
         return self._caches.pop(key, None)
 
+    def drop_oldest_idle(self, keep: str) -> ConversationCache | None:
+        """Drop the least recently used cache other than ``keep`` and return it.
+
+        Returns None when ``keep`` is the only cache (nothing idle is left to drop).
+        """
+        for key in self._caches:
+            if key != keep:
+                return self.forget(key)
+        return None
+
     def drop_idle(self) -> int:
         """Drop every cache but the most recent one; return the bytes they held."""
         freed = 0

@@ -170,23 +170,38 @@ class Engine(EngineThread):
             self._budget = replace(self._budget, settings=settings)
 
     def _guard(
-        self, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
+        self, key, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
     ) -> None:
-        """Refuse, before allocating, a request that does not fit its limits."""
-        from app.core.engine.memory_guard import check_request
+        """Refuse, before allocating, a request that does not fit its limits.
 
-        held = self._caches.total_bytes()
-        if self._prefix_cache is not None:
-            held += self._prefix_cache.memory_bytes
-        check_request(
-            self._budget,
-            max_context=max_context,
-            held_bytes=held,
-            cache_tokens=cache.offset,
-            prompt_tokens=len(prompt_ids),
-            max_tokens=sampling.max_tokens,
-            kv=kv,
-        )
+        Idle caches are what the LRU may drop: when the request fits alone but not
+        beside them, the least recently used ones go first (their conversations
+        re-prefill on their next turn), so the caches stay inside the budget.
+        """
+        from app.core.engine.memory_guard import check_request
+        from app.core.errors import BudgetError
+
+        def check(held: int) -> None:
+            if self._prefix_cache is not None:
+                held += self._prefix_cache.memory_bytes
+            check_request(
+                self._budget,
+                max_context=max_context,
+                held_bytes=held,
+                cache_tokens=cache.offset,
+                prompt_tokens=len(prompt_ids),
+                max_tokens=sampling.max_tokens,
+                kv=kv,
+            )
+
+        check(cache.nbytes)  # refused even with every idle cache gone
+        while True:
+            try:
+                check(self._caches.total_bytes())
+                return
+            except BudgetError:
+                if self._caches.drop_oldest_idle(keep=key) is None:
+                    raise
 
     def _require_model(self):
         if self._loaded is None:
@@ -238,6 +253,24 @@ class Engine(EngineThread):
         return self.submit(
             lambda: list(getattr(self._caches.get(key), "token_ids", []))
         ).result()
+
+    @property
+    def max_idle_caches(self) -> int:
+        """Conversation caches kept besides the active one (within the budget)."""
+        return self._caches.max_idle
+
+    def set_max_idle_caches(self, count: int) -> None:
+        """Keep up to ``count`` idle caches from the next turn on (e.g. server clients).
+
+        Does not wait: it is queued behind the engine's current work, so a UI thread
+        may call it while a reply is being generated.
+
+        Raises:
+            ValueError: ``count`` is negative.
+        """
+        if count < 0:
+            raise ValueError(f"max_idle_caches must be >= 0, got {count!r}")
+        self.submit(setattr, self._caches, "max_idle", count)
 
     def drop_cache(self, key: str) -> None:
         """Forget a conversation's cache (its next turn re-prefills)."""
@@ -354,7 +387,7 @@ class Engine(EngineThread):
         try:
             loaded = self._require_model()
             cache = self._cache_for(key, kv)
-            self._guard(cache, prompt_ids, kv, sampling, max_context)
+            self._guard(key, cache, prompt_ids, kv, sampling, max_context)
             source = prefix_reuse.attach_prefix(
                 self.prefix_cache, self._info, cache, prompt_ids, kv
             )

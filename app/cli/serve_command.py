@@ -1,0 +1,142 @@
+"""`swapless serve`: the OpenAI-compatible local server, headless.
+
+Loads the model on one engine (the demo model without ``--model``), serves it until
+Ctrl+C or SIGTERM, and prints one line per request on stderr. Safe by default: it binds
+127.0.0.1, and any other host needs an API key (``--api-key`` or ``SWAPLESS_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from app.server.config import DEFAULT_HOST, DEFAULT_PORT
+
+API_KEY_VARIABLE = "SWAPLESS_API_KEY"
+
+
+def register(subcommands) -> None:
+    """Add the subcommand to the parser."""
+    parser = subcommands.add_parser(
+        "serve",
+        help="serve the model over an OpenAI-compatible HTTP API",
+        description="Serve a local mlx-lm model over the OpenAI Chat Completions API "
+        "(GET /v1/models, POST /v1/chat/completions), with cache reuse across "
+        "requests, auto-trim or refusal at the limit, and the memory budget checked "
+        "before every request. Settings not given come from the preset (chat).",
+    )
+    parser.add_argument(
+        "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
+    )
+    parser.add_argument(
+        "--preset", default="chat", metavar="NAME", help="task preset (chat)"
+    )
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind ({DEFAULT_HOST})"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"TCP port, 0 for any ({DEFAULT_PORT})",
+    )
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_VARIABLE}); "
+        "needed for any host but loopback",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="let browser pages from this origin call the server (repeatable; none "
+        "by default)",
+    )
+    parser.add_argument(
+        "--max-context", type=int, metavar="N", help="trim (or refuse) above N tokens"
+    )
+    parser.add_argument(
+        "--no-auto-trim",
+        action="store_true",
+        help="refuse over-long requests (HTTP 400) instead of trimming them",
+    )
+    parser.set_defaults(run=run)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def server_config(args: argparse.Namespace):
+    """The `ServerConfig` of the command line (checked before the model loads)."""
+    from app.core.presets import get_preset
+    from app.server.config import ServerConfig
+
+    preset = get_preset(args.preset).with_changes(
+        max_context=args.max_context,
+        auto_trim=False if args.no_auto_trim else None,
+    )
+    return ServerConfig(
+        preset=preset,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
+        cors_origins=tuple(args.cors_origin),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    from app.core.engine.demo_model import DEMO_NOTICE
+    from app.core.engine.engine import Engine
+    from app.server.local_server import LocalServer
+
+    config = server_config(args)
+    logging.basicConfig(
+        level=logging.INFO, format="swapless serve: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("uvicorn").setLevel(logging.WARNING)
+    engine = Engine.from_settings()
+    try:
+        if args.model is None:
+            _say(DEMO_NOTICE)
+            info = engine.load_demo()
+        else:
+            info = engine.load(args.model)
+        server = LocalServer(engine, config)
+        status = server.start()
+        preset = config.preset
+        limit = server.service.effective_limit()
+        _say(
+            f"Serving {status.model} ({info.folder}) at {status.base_url} — preset "
+            f"{preset.name}: limit {limit} tokens, {preset.kv_bits}-bit KV, auto-trim "
+            f"{'on' if preset.auto_trim else 'off'}"
+            + ("" if config.api_key is None else ", API key required")
+            + ". Ctrl+C stops."
+        )
+        stopping = threading.Event()
+        previous = {
+            sig: signal.signal(sig, lambda *_: stopping.set())
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            while not stopping.wait(0.5):
+                if not server.status().running:
+                    _say(
+                        f"swapless: error: the server stopped: {server.status().error}"
+                    )
+                    return 2
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            server.stop()
+        _say("Stopped.")
+        return 0
+    finally:
+        engine.shutdown()

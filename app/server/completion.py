@@ -1,0 +1,466 @@
+"""One chat completion, from the client's messages to a stream of events.
+
+For each request: find the summary a previous trim left for this history (so the model
+sees what it saw last time and the spliced cache matches), pick the cache of the
+conversation it continues, ask the trim policy about it under the current memory
+pressure, then trim (and remember the trim) or refuse with the numbers, and stream
+the reply, cut at any stop sequence. It runs on a worker thread of the HTTP server;
+every MLX step goes to the engine's one thread, where requests queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.budget.context_state import effective_limit
+from app.core.cancel import CancelToken
+from app.core.chat.conversation_session import MAX_TRIM_ROUNDS
+from app.core.chat.trimmer import TrimOutcome
+from app.core.engine.events import GenerationEvent
+from app.core.errors import BudgetError
+from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets import Preset
+from app.core.trim.policy import Action
+from app.server.client_history import (
+    ClientHistory,
+    ModelView,
+    TrimRecords,
+    model_view,
+)
+from app.server.conversation_index import ConversationIndex
+from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
+from app.server.events import Accepted, Finished, TextDelta, TrimApplied
+from app.server.history_trim import (
+    TemplateCosts,
+    apply_trim,
+    fit_plan,
+    measure_template,
+    plan_for,
+)
+from app.server.openai_request import ChatRequest
+from app.server.stop_sequences import StopScanner
+
+logger = logging.getLogger(__name__)
+# Accepted as the model name whatever is loaded, for clients configured once while
+# the app's model changes.
+MODEL_ALIAS = "swapless"
+RECENT_REQUESTS = 32
+
+
+def served_model_id(info) -> str:
+    """The id `GET /v1/models` lists for a loaded model: its folder's name."""
+    return Path(info.folder).name or MODEL_ALIAS
+
+
+@dataclass(frozen=True)
+class RequestSummary:
+    """One finished (or refused) request, for the status and the log.
+
+    Attributes:
+        key: The cache key it ran on (empty when refused before choosing one).
+        outcome: ``stop``/``length``/``cancelled``, or ``refused``/``failed``.
+        prompt_tokens: Prompt tokens the model saw (0 if it never ran).
+        cached_tokens: Of those, reused from a cache.
+        completion_tokens: Tokens generated.
+        trimmed: True when this request trimmed its history.
+        tokens_per_s: Decode speed.
+        note: Why it was refused or failed.
+    """
+
+    key: str
+    outcome: str
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    trimmed: bool = False
+    tokens_per_s: float = 0.0
+    note: str = ""
+
+
+class CompletionService:
+    """Answers chat completion requests on one engine.
+
+    Args:
+        engine: The engine (its loaded model is the one served).
+        preset: Settings of every request.
+        pressure: Returns the system memory pressure level (``normal``, ``warning``,
+            ``critical``).
+    """
+
+    def __init__(
+        self,
+        engine,
+        preset: Preset,
+        pressure: Callable[[], str] = lambda: "normal",
+    ):
+        self.engine = engine
+        self._preset = preset
+        self.pressure = pressure
+        self.records = TrimRecords()
+        self.index = ConversationIndex(lambda key: engine.cache_state(key).tokens)
+        self._costs: dict[str, TemplateCosts] = {}
+        self._lock = threading.Lock()
+        self._active: set[CancelToken] = set()
+        self.recent: deque[RequestSummary] = deque(maxlen=RECENT_REQUESTS)
+        self.requests_total = 0
+
+    # -- settings and state ----------------------------------------------------------
+
+    @property
+    def preset(self) -> Preset:
+        """The settings requests run with."""
+        return self._preset
+
+    def set_preset(self, preset: Preset) -> None:
+        """Run requests that start from now on with ``preset``."""
+        self._preset = preset
+
+    def effective_limit(self) -> int:
+        """Tokens a request may hold: the preset's limit or the device's, if smaller."""
+        preset = self._preset
+        return effective_limit(
+            preset.max_context,
+            preset.kv_bits,
+            preset.kv_group,
+            self.engine.max_safe_context,
+        )
+
+    def model_id(self) -> str | None:
+        """The served model's id, or None when no model is loaded."""
+        info = self.engine.model_info
+        return served_model_id(info) if info is not None else None
+
+    @property
+    def active_requests(self) -> int:
+        """Requests queued or running now."""
+        with self._lock:
+            return len(self._active)
+
+    def cancel_all(self) -> None:
+        """Stop every request in progress (each within a token)."""
+        with self._lock:
+            tokens = list(self._active)
+        for token in tokens:
+            token.cancel()
+
+    def forget_conversations(self) -> None:
+        """Drop the caches and trims of every client conversation not in progress."""
+        for key in self.index.forget_idle():
+            self.engine.drop_cache(key)
+        self.records.clear()
+
+    # -- a request -------------------------------------------------------------------
+
+    def run(self, request: ChatRequest, cancel: CancelToken) -> Iterator:
+        """Answer ``request``; iterate the result (on a worker thread) to run it.
+
+        Yields `Accepted`, then `TrimApplied` (when trimmed), `TextDelta`s and
+        `Finished`. Refusals are raised before `Accepted`: `RequestError` (a bad
+        model name, an unrenderable history), `ContextLengthExceeded` (over the limit
+        and auto-trim off, or no trim makes it fit) or `ServiceUnavailable` (no model,
+        critical memory pressure).
+        """
+        with self._lock:
+            self._active.add(cancel)
+            self.requests_total += 1
+        summary = RequestSummary(key="", outcome="failed")
+        finished = None
+        try:
+            for event in self._answer(request, cancel):
+                if isinstance(event, Finished):
+                    finished, summary = event, _summary_of(event)
+                else:
+                    yield event
+        except (RequestError, BudgetError) as exc:
+            summary = RequestSummary(key="", outcome="refused", note=str(exc))
+            raise
+        except BaseException as exc:
+            summary = RequestSummary(key="", outcome="failed", note=repr(exc))
+            raise
+        finally:
+            self._close(cancel, summary)
+        # Only now, with its cache released and the request counted: a client that
+        # sends its next request the moment this one ends finds everything settled.
+        if finished is not None:
+            yield finished
+
+    def _close(self, cancel: CancelToken, summary: RequestSummary) -> None:
+        with self._lock:
+            self._active.discard(cancel)
+        self.recent.append(summary)
+        if summary.note:
+            logger.info("request %s: %s", summary.outcome, summary.note)
+            return
+        logger.info(
+            "request %s: %s, %d prompt tokens (%d cached), %d generated%s",
+            summary.key or "-",
+            summary.outcome,
+            summary.prompt_tokens,
+            summary.cached_tokens,
+            summary.completion_tokens,
+            ", trimmed" if summary.trimmed else "",
+        )
+
+    def _answer(self, request: ChatRequest, cancel: CancelToken) -> Iterator:
+        engine = self.engine
+        info = engine.model_info
+        if info is None:
+            raise ServiceUnavailable(
+                "No model is loaded; load one in Swapless first.", "model_not_loaded"
+            )
+        served = served_model_id(info)
+        if request.model not in (served, MODEL_ALIAS):
+            raise RequestError(
+                f"The model {request.model!r} is not served here; this server serves "
+                f"{served!r} (also reachable as {MODEL_ALIAS!r}).",
+                code="model_not_found",
+                param="model",
+            )
+        preset = self._preset
+        sampling = SamplingSettings(
+            temperature=_or(request.temperature, preset.temperature),
+            top_p=_or(request.top_p, preset.top_p),
+            max_tokens=_or(request.max_tokens, preset.max_tokens),
+            seed=request.seed,
+        )
+        limit = self.effective_limit()
+        costs = self._template_costs(info)
+        history = ClientHistory.of(request.messages)
+        pressure = self.pressure()
+        if pressure != "normal":
+            # Under pressure, what can be rebuilt goes first (prefix entries, idle caches).
+            engine.release_memory()
+        lease = self.index.acquire(history.hashes, history.system_count)
+        ran = False
+        finished = None
+        try:
+            view = model_view(history, self.records.lookup(history), costs.style)
+            outcome: TrimOutcome | None = None
+            reason = ""
+            for _ in range(MAX_TRIM_ROUNDS):
+                prompt_tokens = self._prompt_tokens(view)
+                details = {
+                    "prompt_tokens": prompt_tokens,
+                    "max_tokens": sampling.max_tokens,
+                    "requested_tokens": prompt_tokens + sampling.max_tokens,
+                    "effective_limit": limit,
+                    "preset_limit": preset.max_context,
+                    "auto_trim": preset.auto_trim,
+                    "memory_pressure": pressure,
+                }
+                plan = plan_for(
+                    engine,
+                    view,
+                    history,
+                    costs,
+                    prompt_tokens=prompt_tokens,
+                    max_tokens=sampling.max_tokens,
+                    limit=limit,
+                    preset=preset,
+                    pressure=pressure,
+                )
+                if plan.action is Action.PROCEED:
+                    break
+                if plan.action is Action.REFUSE:
+                    raise _refusal(plan.reason, pressure, details)
+                drop, budget = fit_plan(
+                    engine,
+                    view,
+                    history,
+                    plan,
+                    costs,
+                    limit=limit,
+                    max_tokens=sampling.max_tokens,
+                    preset=preset,
+                    details=details,
+                )
+                if not ran:
+                    yield Accepted(prompt_tokens)
+                ran = True
+                outcome, record = apply_trim(
+                    engine,
+                    lease.key,
+                    view,
+                    history,
+                    costs,
+                    drop=drop,
+                    summary_budget=budget,
+                    preset=preset,
+                    limit=limit,
+                    cancel=cancel,
+                    random_weights=info.random_weights,
+                )
+                self.records.remember(history, record)
+                view = model_view(history, record, costs.style)
+                reason = plan.reason
+                yield TrimApplied(outcome, plan.reason)
+                if plan.refuse_after_trim:
+                    raise ServiceUnavailable(plan.reason, "memory_pressure", details)
+            else:
+                raise ContextLengthExceeded(
+                    plan.reason or "The history could not be trimmed to fit.", details
+                )
+            ran = True
+            replies = self._generate(
+                lease.key,
+                view,
+                request,
+                sampling,
+                limit,
+                cancel,
+                prompt_tokens=prompt_tokens,
+                kv=preset.kv_settings(),
+                accepted=outcome is not None,
+                extension=_extension(outcome, view, reason, limit, preset, pressure),
+            )
+            for event in replies:
+                if isinstance(event, Finished):
+                    finished = event
+                else:
+                    yield event
+        finally:
+            self.index.release(lease, history.hashes if ran else None)
+        yield finished
+
+    def _generate(
+        self,
+        key: str,
+        view: ModelView,
+        request: ChatRequest,
+        sampling: SamplingSettings,
+        limit: int,
+        cancel: CancelToken,
+        *,
+        prompt_tokens: int,
+        kv: KVSettings,
+        accepted: bool,
+        extension: dict,
+    ) -> Iterator:
+        if cancel.cancelled:  # the client left during the trim
+            yield Finished(
+                "", "cancelled", 0, 0, 0, {**extension, "cancelled": True}, key
+            )
+            return
+        handle = self.engine.chat(
+            key,
+            view.messages(),
+            kv,
+            sampling,
+            max_context=limit,
+            cancel=cancel,
+        )
+        scanner = StopScanner(request.stop)
+        parts: list[str] = []
+        try:
+            for event in handle:  # a budget refusal is raised here, before any event
+                if not accepted:
+                    accepted = True
+                    yield Accepted(prompt_tokens)
+                if not isinstance(event, GenerationEvent) or not event.text:
+                    continue
+                text = scanner.feed(event.text)
+                if text:
+                    parts.append(text)
+                    yield TextDelta(text)
+                if scanner.stopped and not handle.cancelled:
+                    handle.cancel()  # the engine stops after this token
+        except BaseException:
+            handle.cancel()
+            raise
+        tail = scanner.flush()
+        if tail:
+            parts.append(tail)
+            yield TextDelta(tail)
+        final = handle.final
+        finish = "stop" if scanner.stopped else final.finish_reason
+        yield Finished(
+            text="".join(parts),
+            finish_reason=finish,
+            prompt_tokens=final.prompt_tokens,
+            completion_tokens=final.generated_tokens,
+            cached_tokens=final.reused_tokens,
+            key=key,
+            swapless={
+                **extension,
+                # OpenAI has no finish reason for this: a reply cut short because
+                # the server stopped (or the client left) says so here.
+                "cancelled": finish == "cancelled",
+                "reused_tokens": final.reused_tokens,
+                "new_tokens": final.new_tokens,
+                "context_tokens": final.context_tokens,
+                "kv_bytes": final.kv_bytes,
+                "kv_bits": final.kv_bits,
+                "ttft_s": round(final.ttft_s, 4),
+                "tokens_per_s": round(final.tokens_per_s, 2),
+            },
+        )
+
+    def _prompt_tokens(self, view: ModelView) -> int:
+        try:
+            return len(self.engine.render(view.messages(), True))
+        except Exception as exc:  # jinja refuses e.g. roles out of order
+            raise RequestError(
+                f"The model's chat template cannot render these messages: {exc}",
+                param="messages",
+            ) from exc
+
+    def _template_costs(self, info) -> TemplateCosts:
+        costs = self._costs.get(info.identity)
+        if costs is None:
+            costs = measure_template(self.engine)
+            self._costs = {info.identity: costs}
+        return costs
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _refusal(reason: str, pressure: str, details: dict) -> RequestError:
+    if pressure == "critical":
+        return ServiceUnavailable(reason, "memory_pressure", details)
+    return ContextLengthExceeded(reason, details)
+
+
+def _extension(
+    outcome: TrimOutcome | None,
+    view: ModelView,
+    reason: str,
+    limit: int,
+    preset: Preset,
+    pressure: str,
+) -> dict:
+    """The ``swapless`` object's trim and limit part: never a silent cut."""
+    return {
+        "trimmed": outcome is not None,
+        "dropped_messages": outcome.dropped_messages if outcome else 0,
+        "summarized_messages": view.summarized_messages,
+        "summary_tokens": view.record.summary_tokens if view.record else 0,
+        "summary_method": outcome.summary_method if outcome else None,
+        "trim_method": outcome.cache_method if outcome else None,
+        "trim_ms": round(outcome.total_ms, 1) if outcome else 0.0,
+        "trim_note": (outcome.note or None) if outcome else None,
+        "trim_reason": reason or None,
+        "effective_limit": limit,
+        "preset": preset.name,
+        "preset_limit": preset.max_context,
+        "auto_trim": preset.auto_trim,
+        "memory_pressure": pressure,
+    }
+
+
+def _summary_of(event: Finished) -> RequestSummary:
+    return RequestSummary(
+        key=event.key,
+        outcome=event.finish_reason,
+        prompt_tokens=event.prompt_tokens,
+        cached_tokens=event.cached_tokens,
+        completion_tokens=event.completion_tokens,
+        trimmed=bool(event.swapless.get("trimmed")),
+        tokens_per_s=float(event.swapless.get("tokens_per_s", 0.0)),
+    )

@@ -1,0 +1,151 @@
+"""Which engine cache a client request runs on: the conversation it continues, if any.
+
+The engine reuses a cache by token prefix whatever key it is under, so the choice
+matters only for what it keeps: sending a new conversation onto another's cache would
+cut that one back to their common prefix (often just the system prompt) and make both
+re-prefill in turn. So a request takes the cache of the conversation it continues —
+one whose last request's messages it starts with, or with which it shares at least
+one message after the system prompt (an edited or regenerated last turn) — and any
+other request gets a cache of its own (a shared system prompt still comes from the
+engine's prefix cache). A cache serves one request at a time: a request that would
+continue a busy one (the same history sent twice at once) gets its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# Conversations remembered; their caches themselves live in the engine's LRU.
+MAX_CONVERSATIONS = 256
+KEY_PREFIX = "server-"
+# Shared by every index of the process: a server started again on the same engine
+# must not land on caches an earlier one left there (a new conversation would find a
+# stranger's cache instead of an empty one that the prefix cache can fill).
+_KEY_NUMBERS = itertools.count(1)
+
+
+@dataclass
+class _Conversation:
+    key: str
+    hashes: tuple[str, ...] = ()
+    busy: bool = False
+    used_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A cache key held by one request until `ConversationIndex.release`.
+
+    Attributes:
+        key: The engine cache key.
+        continued: True when the request continues the conversation of that cache.
+        shared_messages: Leading client messages it shares with that conversation.
+    """
+
+    key: str
+    continued: bool
+    shared_messages: int
+
+
+def shared_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many leading messages two prefix-hash chains share."""
+    # Hashes are of whole prefixes: equal at i means equal everywhere before i.
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[middle - 1] == b[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+class ConversationIndex:
+    """Client conversations and the engine cache keys they run on; thread-safe.
+
+    Args:
+        cached_tokens: Tokens the engine's cache of a key holds (0: none, e.g. it was
+            dropped by the LRU or under memory pressure); for the status only.
+        capacity: Conversations remembered.
+    """
+
+    def __init__(
+        self, cached_tokens: Callable[[str], int], capacity: int = MAX_CONVERSATIONS
+    ):
+        self._cached_tokens = cached_tokens
+        self.capacity = capacity
+        self._conversations: dict[str, _Conversation] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, hashes: tuple[str, ...], system_count: int) -> Lease:
+        """Choose the cache key for a request and mark it busy.
+
+        Args:
+            hashes: The request's `prefix_hashes`.
+            system_count: Its leading system messages.
+        """
+        with self._lock:
+            best, best_shared = None, 0
+            for conversation in self._conversations.values():
+                if conversation.busy or not conversation.hashes:
+                    continue
+                shared = shared_prefix(conversation.hashes, hashes)
+                continues = shared == len(conversation.hashes) or shared > system_count
+                if not continues:
+                    continue
+                if shared > best_shared or (
+                    shared == best_shared
+                    and best is not None
+                    and conversation.used_at > best.used_at
+                ):
+                    best, best_shared = conversation, shared
+            if best is None:
+                best = _Conversation(key=f"{KEY_PREFIX}{next(_KEY_NUMBERS)}")
+                self._conversations[best.key] = best
+                self._forget_oldest()
+                continued = False
+            else:
+                continued = True
+            best.busy = True
+            best.used_at = time.monotonic()
+            return Lease(best.key, continued, best_shared)
+
+    def release(self, lease: Lease, hashes: tuple[str, ...] | None) -> None:
+        """Free a key; ``hashes`` is what its cache now continues (None: unchanged)."""
+        with self._lock:
+            conversation = self._conversations.get(lease.key)
+            if conversation is None:
+                return
+            conversation.busy = False
+            conversation.used_at = time.monotonic()
+            if hashes is not None:
+                conversation.hashes = hashes
+
+    def keys(self) -> list[str]:
+        """Every key the server has used (live caches or not)."""
+        with self._lock:
+            return list(self._conversations)
+
+    def live_conversations(self) -> int:
+        """Conversations whose cache the engine still holds."""
+        return sum(1 for key in self.keys() if self._cached_tokens(key))
+
+    def forget_idle(self) -> list[str]:
+        """Forget every conversation not serving a request; return their keys."""
+        with self._lock:
+            idle = [k for k, c in self._conversations.items() if not c.busy]
+            for key in idle:
+                del self._conversations[key]
+            return idle
+
+    def _forget_oldest(self) -> None:
+        while len(self._conversations) > self.capacity:
+            idle = [c for c in self._conversations.values() if not c.busy]
+            if not idle:
+                return
+            oldest = min(idle, key=lambda c: c.used_at)
+            del self._conversations[oldest.key]

@@ -1,0 +1,421 @@
+"""The HTTP face of the server: Starlette routes, guards, and the bridge to the engine.
+
+Why Starlette on uvicorn: both are maintained by the same team (Encode) and are what
+FastAPI runs on; Starlette is a small library rather than a framework, has the
+streaming response and CORS middleware this needs, and tells a streaming response when
+its client disconnects, which is how a generation is stopped within a token. uvicorn
+runs it on one asyncio loop in a thread of our own (`LocalServer`), so the app's window
+and the engine thread are never blocked by the network.
+
+Each chat request runs on a worker thread (the engine API blocks); its events reach the
+loop through a `_Bridge` queue. Every answer that is not a reply is an OpenAI error
+object with a clear message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from app.core.cancel import CancelToken
+from app.server.completion import CompletionService
+from app.server.config import ServerConfig, is_loopback
+from app.server.errors import RequestError, ServiceUnavailable, as_request_error
+from app.server.events import Finished, TextDelta
+from app.server.openai_request import parse_chat_request
+from app.server.openai_response import (
+    ChunkWriter,
+    completion,
+    completion_id,
+    error_body,
+    model_object,
+    models_list,
+)
+
+logger = logging.getLogger(__name__)
+STARTED = int(time.time())
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class _Failed:
+    """An exception raised while answering, on its way to the loop."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+_GONE = object()
+"""Put into a bridge when the client disconnected before its reply started."""
+
+
+class _Bridge:
+    """Carries one request's events from its worker thread to the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._held = None
+        self.cancel = CancelToken()
+
+    def put(self, item) -> None:
+        """Hand over an item (worker thread)."""
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the server is stopping
+            self.cancel.cancel()
+
+    def put_here(self, item) -> None:
+        """Hand over an item from the loop itself."""
+        self._queue.put_nowait(item)
+
+    async def get(self):
+        """The next item."""
+        if self._held is not None:
+            item, self._held = self._held, None
+            return item
+        return await self._queue.get()
+
+    def more_text(self) -> str:
+        """Text of the deltas already waiting, merged (the loop fell behind)."""
+        texts = []
+        while self._held is None and not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, TextDelta):
+                texts.append(item.text)
+            else:
+                self._held = item
+        return "".join(texts)
+
+
+class _Pending:
+    """Requests accepted and not yet finished, bounded."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.count >= self.limit:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+def error_response(error: RequestError | None, headers: dict | None = None) -> Response:
+    """An OpenAI error object with its status (None: a bug, 500)."""
+    status = error.status if error is not None else 500
+    return JSONResponse(error_body(error), status_code=status, headers=headers)
+
+
+def _host_allowed(host_header: str, bound_host: str) -> bool:
+    """True when a Host header names this machine (no DNS rebinding through it)."""
+    if not host_header:
+        return True
+    host = host_header.strip()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return is_loopback(host) or host.lower() == bound_host.lower()
+
+
+class ServerApp:
+    """The Starlette application of one server.
+
+    Args:
+        service: Answers chat completions.
+        config: Limits, key and CORS origins.
+    """
+
+    def __init__(self, service: CompletionService, config: ServerConfig):
+        self.service = service
+        self.config = config
+        self.pending = _Pending(config.max_pending)
+        self.workers = ThreadPoolExecutor(
+            max_workers=config.max_pending, thread_name_prefix="swapless-server"
+        )
+        middleware = []
+        if config.cors_origins:
+            middleware.append(
+                Middleware(
+                    CORSMiddleware,
+                    allow_origins=list(config.cors_origins),
+                    allow_methods=["GET", "POST", "OPTIONS"],
+                    allow_headers=["Authorization", "Content-Type"],
+                )
+            )
+        self.app = Starlette(
+            routes=[
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/models/{model_id:path}", self.model, methods=["GET"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/health", self.health, methods=["GET"]),
+            ],
+            middleware=middleware,
+            exception_handlers={
+                HTTPException: self._http_error,
+                Exception: self._bug,
+            },
+        )
+
+    def close(self) -> None:
+        """Stop every request in progress and the worker threads."""
+        self.service.cancel_all()
+        self.workers.shutdown(wait=False, cancel_futures=True)
+
+    # -- guards ----------------------------------------------------------------------
+
+    def _refusal(self, request: Request) -> Response | None:
+        if self.config.loopback and not _host_allowed(
+            request.headers.get("host", ""), self.config.host
+        ):
+            return error_response(
+                RequestError(
+                    "This server answers only requests addressed to this machine "
+                    "(localhost or 127.0.0.1): it does not serve other host names, so "
+                    "a web page cannot reach it through DNS rebinding.",
+                    status=403,
+                    code="host_not_allowed",
+                )
+            )
+        key = self.config.api_key
+        if key:
+            sent = request.headers.get("authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {key}".encode()):
+                return error_response(
+                    RequestError(
+                        "Missing or wrong API key: send the header "
+                        "'Authorization: Bearer <key>' with the key the server was "
+                        "started with.",
+                        status=401,
+                        code="invalid_api_key",
+                    ),
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+        return None
+
+    async def _body(self, request: Request) -> bytes:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if media_type.lower() != "application/json":
+            raise RequestError(
+                "Send the body as JSON with the header 'Content-Type: "
+                f"application/json' (got {media_type or 'none'!r}).",
+                status=415,
+                code="unsupported_media_type",
+            )
+        limit = self.config.max_body_bytes
+        too_large = RequestError(
+            f"The request body is larger than this server's limit of {limit:,} bytes.",
+            status=413,
+            code="request_too_large",
+        )
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- routes ----------------------------------------------------------------------
+
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: the loaded model, if any."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return JSONResponse(models_list(self.service.model_id(), STARTED))
+
+    async def model(self, request: Request) -> Response:
+        """``GET /v1/models/{id}``."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        wanted = request.path_params["model_id"]
+        served = self.service.model_id()
+        if served is None or wanted != served:
+            return error_response(
+                RequestError(
+                    f"The model {wanted!r} is not served here"
+                    + (f"; this server serves {served!r}." if served else "."),
+                    status=404,
+                    code="model_not_found",
+                    param="model",
+                )
+            )
+        return JSONResponse(model_object(served, STARTED))
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: the served model and the requests in progress."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return JSONResponse(
+            {
+                "status": "ok",
+                "model": self.service.model_id(),
+                "active_requests": self.pending.count,
+            }
+        )
+
+    async def chat_completions(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``, streamed or not."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        try:
+            chat = parse_chat_request(await self._body(request))
+        except RequestError as exc:
+            return error_response(exc)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is listening
+        if not self.pending.enter():
+            return error_response(
+                RequestError(
+                    f"{self.pending.limit} requests are already queued or running on "
+                    "the model; retry later.",
+                    status=429,
+                    code="too_many_requests",
+                    error_type="rate_limit_error",
+                )
+            )
+        bridge = _Bridge(asyncio.get_running_loop())
+        try:
+            self.workers.submit(self._work, chat, bridge)
+        except RuntimeError:  # the worker pool was shut down
+            self.pending.leave()
+            return error_response(
+                ServiceUnavailable("The server is stopping.", "shutting_down")
+            )
+        watcher = asyncio.ensure_future(self._watch_disconnect(request, bridge))
+        try:
+            first = await bridge.get()
+            if first is _GONE:
+                return Response(status_code=400)
+            if isinstance(first, _Failed):
+                return self._failure_response(first.error)
+            if chat.stream:
+                watcher.cancel()  # the streaming response listens for it from now on
+                writer = ChunkWriter(self._model_name(chat), chat.include_usage)
+                return StreamingResponse(
+                    self._stream(bridge, first, writer),
+                    media_type="text/event-stream",
+                    headers=SSE_HEADERS,
+                )
+            return await self._collect(bridge, first, self._model_name(chat))
+        finally:
+            watcher.cancel()
+
+    # -- answering -------------------------------------------------------------------
+
+    def _model_name(self, chat) -> str:
+        """The served model's id (also when the client used the alias)."""
+        return self.service.model_id() or chat.model
+
+    def _work(self, chat, bridge: _Bridge) -> None:
+        """Run one request on this worker thread, handing its events to the loop."""
+        finished = False
+        try:
+            for event in self.service.run(chat, bridge.cancel):
+                finished = isinstance(event, Finished)
+                bridge.put(event)
+            if not finished:  # never leave the client waiting
+                raise RuntimeError("the request ended without a reply")
+        except BaseException as exc:  # travels to the loop, answered there
+            bridge.put(_Failed(exc))
+        finally:
+            self.pending.leave()
+
+    @staticmethod
+    async def _watch_disconnect(request: Request, bridge: _Bridge) -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                bridge.cancel.cancel()
+                bridge.put_here(_GONE)
+                return
+
+    def _failure_response(self, error: BaseException) -> Response:
+        known = as_request_error(error)
+        if known is None:
+            logger.error("chat completion failed", exc_info=error)
+        return error_response(known)
+
+    async def _collect(self, bridge: _Bridge, item, model: str) -> Response:
+        while not isinstance(item, Finished):
+            item = await bridge.get()
+            if item is _GONE:
+                return Response(status_code=400)
+            if isinstance(item, _Failed):
+                return self._failure_response(item.error)
+        return JSONResponse(
+            completion(
+                item,
+                model=model,
+                ident=completion_id(),
+                created=int(time.time()),
+            )
+        )
+
+    async def _stream(self, bridge: _Bridge, item, writer: ChunkWriter):
+        try:
+            yield writer.role()
+            while True:
+                if item is _GONE:
+                    return
+                if isinstance(item, Finished):
+                    yield writer.finish(item)
+                    return
+                if isinstance(item, _Failed):
+                    known = as_request_error(item.error)
+                    if known is None:
+                        logger.error("chat completion failed", exc_info=item.error)
+                    yield writer.error(known)
+                    return
+                if isinstance(item, TextDelta):
+                    yield writer.text(item.text + bridge.more_text())
+                item = await bridge.get()
+        finally:
+            # Reached on a normal end, and when Starlette cancels the stream because
+            # the client disconnected: the engine stops after its current token.
+            bridge.cancel.cancel()
+
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        messages = {
+            404: f"There is no {request.url.path} here; this server has "
+            "GET /v1/models and POST /v1/chat/completions.",
+            405: f"{request.method} is not allowed on {request.url.path}.",
+        }
+        return error_response(
+            RequestError(
+                messages.get(exc.status_code, str(exc.detail)),
+                status=exc.status_code,
+                code="not_found" if exc.status_code == 404 else "method_not_allowed",
+            ),
+            headers=exc.headers,
+        )
+
+    async def _bug(self, request: Request, exc: Exception) -> Response:
+        logger.error("request %s failed", request.url.path, exc_info=exc)
+        return error_response(None)

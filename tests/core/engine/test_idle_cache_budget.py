@@ -1,0 +1,55 @@
+"""The conversation-cache LRU stays inside the memory budget: idle caches go first."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from app.core.budget.memory_budget import BudgetSettings
+from app.core.engine.engine import Engine
+from app.core.errors import BudgetError
+from app.core.generation_settings import KVSettings, SamplingSettings
+
+KV = KVSettings(bits=16)
+GREEDY = SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=4)
+TWO_CACHES = 4 * 2**20  # two 512-token allocations of the tiny model (4 KiB/token)
+KV_LIMIT = TWO_CACHES + 2**16  # room for two caches, not three
+
+
+@pytest.fixture
+def engine(tiny_model_dir):
+    engine = Engine(max_idle_caches=4)
+    info = engine.load(tiny_model_dir)
+    total = psutil.virtual_memory().total
+    cap, safety = 0.5, 0.6
+    reserve = int(total * cap) - info.weights_bytes - int(KV_LIMIT / safety)
+    engine.set_budget_settings(
+        BudgetSettings(
+            memory_cap_fraction=cap, reserve_bytes=reserve, safety_factor=safety
+        )
+    )
+    assert abs(engine.device_budget.kv_limit() - KV_LIMIT) < 4096
+    yield engine
+    engine.shutdown()
+
+
+def prompt(offset: int, length: int = 300) -> list[int]:
+    return [10 + (offset + i) % 900 for i in range(length)]
+
+
+def test_a_request_that_fits_alone_drops_the_oldest_idle_cache(engine):
+    engine.generate("a", prompt(0), KV, GREEDY).wait()
+    engine.generate("b", prompt(1), KV, GREEDY).wait()
+    assert engine.live_kv_bytes() == TWO_CACHES
+    engine.generate("c", prompt(2), KV, GREEDY).wait()
+    assert engine.cache_state("a").tokens == 0  # least recently used: dropped
+    assert engine.cache_state("b").tokens == 304
+    assert engine.cache_state("c").tokens == 304
+    assert engine.live_kv_bytes() <= KV_LIMIT
+
+
+def test_a_request_too_big_even_alone_is_refused_and_drops_nothing(engine):
+    engine.generate("a", prompt(0), KV, GREEDY).wait()
+    with pytest.raises(BudgetError):
+        engine.generate("big", prompt(1, 1100), KV, GREEDY).wait()
+    assert engine.cache_state("a").tokens == 304

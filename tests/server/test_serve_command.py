@@ -1,0 +1,75 @@
+"""`swapless serve` as a user runs it: a real process, a real port, Ctrl+C to stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+
+def start(args, home):
+    env = {**os.environ, "SWAPLESS_HOME": str(home)}
+    env.pop("SWAPLESS_API_KEY", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1"])
+def test_a_non_loopback_host_is_refused_without_a_key(swapless_home, host):
+    process = start(["--host", host, "--port", "0"], swapless_home)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "without an API key" in lines[0]
+    assert lines[0].startswith("swapless: error:")
+
+
+def test_serve_answers_then_stops_on_ctrl_c(tiny_model_dir, swapless_home):
+    process = start(
+        ["--model", str(tiny_model_dir), "--port", "0", "--max-context", "2048"],
+        swapless_home,
+    )
+    try:
+        banner = process.stderr.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:(\d+)/v1)", banner)
+        assert found, banner
+        assert "limit 2048 tokens" in banner and "auto-trim on" in banner
+        base = found.group(1)
+        with urllib.request.urlopen(f"{base}/models", timeout=30) as response:
+            models = json.load(response)
+        assert [m["id"] for m in models["data"]] == [tiny_model_dir.name]
+        request = urllib.request.Request(
+            f"{base}/chat/completions",
+            data=json.dumps(
+                {
+                    "model": tiny_model_dir.name,
+                    "max_tokens": 5,
+                    "messages": [{"role": "user", "content": "hello"}],
+                }
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            reply = json.load(response)
+        assert reply["usage"]["completion_tokens"] == 5
+        log = process.stderr.readline()
+        assert "5 generated" in log, log
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=30)
+        assert process.returncode == 0, rest
+        assert rest.strip().endswith("Stopped.")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
