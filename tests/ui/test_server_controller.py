@@ -84,8 +84,9 @@ def test_an_enabled_server_starts_with_the_app_and_stops_with_it(
     port = free_port()
     window = make_window(AppSettings(server_enabled=True, server_port=port))
     qtbot.waitUntil(
-        lambda: window.server.server is not None
-        and window.server.server.status().running,
+        lambda: (
+            window.server.server is not None and window.server.server.status().running
+        ),
         timeout=10_000,
     )
     window.close()
