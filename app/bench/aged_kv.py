@@ -267,7 +267,50 @@ def run(ctx: BenchContext) -> PartResult:
     finally:
         engine.shutdown()
     seconds = time.perf_counter() - started
-    return summarize(by_context, act, seconds, pass_keys)
+    result = summarize(by_context, act, seconds, pass_keys)
+    result.figures["bench_model_decode"] = _bench_model_speed(ctx, contexts, act)
+    return result
+
+
+def _bench_model_speed(ctx: BenchContext, contexts, act: int) -> dict:
+    """Decode tok/s of the schemes on the run's own model (``small`` by default)."""
+    from app.bench.aged_kv_measure import decode_speed
+    from app.bench.stats import summarize as stats_summary
+
+    geometry = read_geometry(ctx.model_dir)
+    names = ("8bit", "4bit", "k8v4", "aged-k4v2", "aged-k3v3-rot")
+    chosen = {}
+    for scheme in schemes_at(geometry, max(contexts), act):
+        if scheme.name in names or scheme.family == "example":
+            chosen[scheme.name] = scheme.kv
+    chosen = {"full": KVSettings(bits=16), **chosen}
+    ids = ctx.prompt_ids(max(contexts) + 1, seed=20)
+    loaded = ctx.loaded_model()
+    started = time.perf_counter()
+    speeds = ctx.engine.submit(
+        decode_speed,
+        loaded,
+        ids,
+        tuple(contexts),
+        chosen,
+        decode_tokens=16 if ctx.settings.quick else 32,
+        decode_rounds=2 if ctx.settings.quick else 3,
+    ).result()
+    summary = {
+        str(tokens): {
+            name: {**stats_summary(values), "kv": chosen[name].spec}
+            for name, values in by_scheme.items()
+        }
+        for tokens, by_scheme in speeds.items()
+    }
+    for tokens, by_scheme in summary.items():
+        line = ", ".join(f"{n} {s['median']:.1f}" for n, s in by_scheme.items())
+        ctx.log(f"  aged_kv decode on the run's model at {tokens}: {line} tok/s")
+    return {
+        "model_dir": str(ctx.model_dir),
+        "seconds": time.perf_counter() - started,
+        "tokens_per_s": summary,
+    }
 
 
 def summarize(by_context: dict, act: int, seconds: float, pass_keys: int):

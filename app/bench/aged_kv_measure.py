@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from app.core.engine import quality_scoring as scoring
 from app.core.engine.conversation_cache import ConversationCache
 from app.core.generation_settings import KVSettings
-from app.core.quality import recall_tasks
+
+FULL_PRECISION = KVSettings(bits=16)
 
 PASS_KEY_SEED = 4242
 # Tokens of a pass-key prompt besides its filler (the chat template, the question).
@@ -80,11 +80,6 @@ class SchemeFigures:
         }
 
 
-def new_cache(model, kv: KVSettings) -> ConversationCache:
-    """An empty cache: uniform ones quantized from the first token, aged ones aging."""
-    return scoring.new_cache(model, kv)
-
-
 def measure_context(
     loaded,
     stream,
@@ -109,6 +104,9 @@ def measure_context(
         decode_rounds: Interleaved timing rounds.
         log: One line per finished scheme.
     """
+    from app.core.engine import quality_scoring as scoring
+
+    new_cache = scoring.new_cache  # uniform: quantized from the first token
     model = loaded.model
     chunk = scoring.chunk_size(int(loaded.config.get("vocab_size") or 0))
     figures = {name: SchemeFigures() for name in schemes}
@@ -159,6 +157,9 @@ def measure_context(
 
 def _pass_key_questions(loaded, stream, tokens: int, count: int):
     """``count`` pass keys, each hidden at the start of a ``tokens``-long prompt."""
+    from app.core.engine import quality_scoring as scoring
+    from app.core.quality import recall_tasks
+
     chat = scoring.ChatRenderer(loaded.tokenizer)
     rng = random.Random(PASS_KEY_SEED + tokens)
     distance = max(tokens - PROMPT_OVERHEAD, 16)
@@ -189,3 +190,56 @@ def _decode(model, filled: ConversationCache, count: int, first: int) -> float:
 def copy_figures(figures: dict[str, SchemeFigures]) -> dict[str, dict]:
     """JSON-ready figures."""
     return {name: copy.deepcopy(f.as_dict()) for name, f in figures.items()}
+
+
+def decode_speed(
+    loaded,
+    ids: list[int],
+    contexts: tuple[int, ...],
+    schemes: dict[str, KVSettings],
+    *,
+    decode_tokens: int,
+    decode_rounds: int,
+) -> dict[int, dict[str, list[float]]]:
+    """Decode tok/s of every scheme at every length, from one full-precision prefill.
+
+    Only speed is measured here (the keys and values are the full-precision ones,
+    converted to each scheme as its cache would hold them after ``length`` tokens), so
+    one prefill of the longest length serves every scheme and length.
+
+    Returns:
+        Length -> scheme -> tokens/s per round.
+    """
+    from app.core.engine.generation import prefill_range
+
+    model = loaded.model
+    longest = max(contexts)
+    full = ConversationCache(model, FULL_PRECISION)
+    prefill_range(model, full, ids, longest)
+    speeds: dict[int, dict[str, list[float]]] = {}
+    for tokens in contexts:
+        base = full.clone()
+        base.rewind(tokens)
+        caches = {name: _converted(model, base, kv) for name, kv in schemes.items()}
+        speeds[tokens] = {name: [] for name in schemes}
+        for _ in range(decode_rounds):
+            for name, cache in caches.items():
+                seconds = _decode(model, cache, decode_tokens, ids[tokens])
+                speeds[tokens][name].append(decode_tokens / seconds)
+        del caches, base
+        mx.clear_cache()
+    return speeds
+
+
+def _converted(model, dense: ConversationCache, kv: KVSettings) -> ConversationCache:
+    """A copy of a full-precision cache held as ``kv`` holds it."""
+    cache = dense.clone()
+    cache.kv = kv
+    if kv.quantized and kv.aging is None:
+        cache.layers = [
+            layer.to_quantized(group_size=kv.group_size, bits=kv.bits)
+            for layer in cache.layers
+        ]
+    cache.quantize()  # aged: the plain entries become aged caches, blocks move down
+    cache.evaluate()
+    return cache
