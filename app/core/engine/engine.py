@@ -172,36 +172,20 @@ class Engine(EngineThread):
     def _guard(
         self, key, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
     ) -> None:
-        """Refuse, before allocating, a request that does not fit its limits.
+        """Refuse, before allocating, a request that does not fit (`admit_request`)."""
+        from app.core.engine.memory_guard import admit_request
 
-        Idle caches are what the LRU may drop: when the request fits alone but not
-        beside them, the least recently used ones go first (their conversations
-        re-prefill on their next turn), so the caches stay inside the budget.
-        """
-        from app.core.engine.memory_guard import check_request
-        from app.core.errors import BudgetError
-
-        def check(held: int) -> None:
-            if self._prefix_cache is not None:
-                held += self._prefix_cache.memory_bytes
-            check_request(
-                self._budget,
-                max_context=max_context,
-                held_bytes=held,
-                cache_tokens=cache.offset,
-                prompt_tokens=len(prompt_ids),
-                max_tokens=sampling.max_tokens,
-                kv=kv,
-            )
-
-        check(cache.nbytes)  # refused even with every idle cache gone
-        while True:
-            try:
-                check(self._caches.total_bytes())
-                return
-            except BudgetError:
-                if self._caches.drop_oldest_idle(keep=key) is None:
-                    raise
+        admit_request(
+            self._budget,
+            self._caches,
+            self._prefix_cache.memory_bytes if self._prefix_cache is not None else 0,
+            key=key,
+            cache=cache,
+            max_context=max_context,
+            prompt_tokens=len(prompt_ids),
+            max_tokens=sampling.max_tokens,
+            kv=kv,
+        )
 
     def _require_model(self):
         if self._loaded is None:
@@ -441,13 +425,7 @@ class Engine(EngineThread):
             )
         finally:
             self._caches.publish(key)
-        return PrefillReport(
-            seconds=time.perf_counter() - started,
-            reused_tokens=reused,
-            computed_tokens=computed,
-            context_tokens=cache.offset,
-            kv_bytes=cache.nbytes,
-        )
+        return PrefillReport.after(cache, started, reused, computed)
 
     def splice(
         self, key: str, keep: int, drop_until: int, insert_ids: list[int]
@@ -470,13 +448,7 @@ class Engine(EngineThread):
             computed = cache.splice(keep, drop_until, insert_ids)
         finally:
             self._caches.publish(key)
-        return PrefillReport(
-            seconds=time.perf_counter() - started,
-            reused_tokens=cache.offset - computed,
-            computed_tokens=computed,
-            context_tokens=cache.offset,
-            kv_bytes=cache.nbytes,
-        )
+        return PrefillReport.after(cache, started, cache.offset - computed, computed)
 
     def side_generate(
         self,

@@ -208,3 +208,57 @@ def check_request(
             kv.group_size,
             kv.aging,
         )
+
+
+def admit_request(
+    budget: DeviceBudget | None,
+    caches,
+    prefix_bytes: int,
+    *,
+    key: str,
+    cache,
+    max_context: int | None,
+    prompt_tokens: int,
+    max_tokens: int,
+    kv: KVSettings,
+) -> None:
+    """Let a request in only if it fits, making room among the idle caches first.
+
+    Idle caches are what the LRU may drop: when the request fits alone but not beside
+    them, the least recently used ones go first (their conversations re-prefill on
+    their next turn), so all caches stay inside the budget.
+
+    Args:
+        budget: The loaded model's budget.
+        caches: The engine's `CacheRegistry`.
+        prefix_bytes: Bytes the in-memory prefix cache holds.
+        key: The request's cache key (never dropped).
+        cache: Its cache.
+        max_context: The conversation's own limit, if any.
+        prompt_tokens: Tokens of the whole prompt.
+        max_tokens: Tokens the reply may add.
+        kv: The request's KV precision.
+
+    Raises:
+        BudgetError: It does not fit even with every idle cache gone.
+    """
+
+    def check(held: int) -> None:
+        check_request(
+            budget,
+            max_context=max_context,
+            held_bytes=held + prefix_bytes,
+            cache_tokens=cache.offset,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            kv=kv,
+        )
+
+    check(cache.nbytes)  # refused even with every idle cache gone
+    while True:
+        try:
+            check(caches.total_bytes())
+            return
+        except BudgetError:
+            if caches.drop_oldest_idle(keep=key) is None:
+                raise

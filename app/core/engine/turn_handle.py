@@ -8,6 +8,7 @@ where the consumer iterates. The reports are frozen values, safe to pass anywher
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,17 @@ class PrefillReport:
     computed_tokens: int
     context_tokens: int
     kv_bytes: int
+
+    @classmethod
+    def after(cls, cache, started: float, reused: int, computed: int) -> PrefillReport:
+        """The report of work on ``cache`` that began at ``started`` (perf_counter)."""
+        return cls(
+            seconds=time.perf_counter() - started,
+            reused_tokens=reused,
+            computed_tokens=computed,
+            context_tokens=cache.offset,
+            kv_bytes=cache.nbytes,
+        )
 
 
 class Failure:
