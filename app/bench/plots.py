@@ -3,7 +3,8 @@
 ``memory_vs_turns.png``: KV bytes, process RSS and decode speed per turn of the long
 conversation, auto-trim on vs off. ``tps_vs_context.png``: decode speed against context
 length per KV precision. ``longdoc_memory.png``: memory of a long document read in
-segments vs whole. A plot whose part did not run is not drawn.
+segments vs whole. ``aged_kv_recall_vs_bytes.png``: pass-key recall against KV bytes of
+aged and uniform caches (`aged_kv`). A plot whose part did not run is not drawn.
 """
 
 from __future__ import annotations
@@ -191,10 +192,17 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
     return True
 
 
+def _draw_aged_kv(results: dict, path: Path) -> bool:
+    from app.bench.aged_kv import draw_recall_vs_bytes
+
+    return draw_recall_vs_bytes(results, path)
+
+
 PLOTS = {
     "memory_vs_turns.png": draw_memory_vs_turns,
     "tps_vs_context.png": draw_tps_vs_context,
     "longdoc_memory.png": draw_longdoc_memory,
+    "aged_kv_recall_vs_bytes.png": _draw_aged_kv,
 }
 
 

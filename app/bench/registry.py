@@ -23,6 +23,7 @@ _MODULES = {
     "long_document": "app.bench.long_document",
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
+    "aged_kv": "app.bench.aged_kv",
     "architectures": "app.bench.architectures",
     "server": "app.bench.server",
     "ui": "app.bench.ui_responsiveness",
