@@ -198,11 +198,18 @@ def _draw_aged_kv(results: dict, path: Path) -> bool:
     return draw_recall_vs_bytes(results, path)
 
 
+def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
+    from app.bench.fidelity import draw_recall_vs_kv_bytes
+
+    return draw_recall_vs_kv_bytes(results, path)
+
+
 PLOTS = {
     "memory_vs_turns.png": draw_memory_vs_turns,
     "tps_vs_context.png": draw_tps_vs_context,
     "longdoc_memory.png": draw_longdoc_memory,
     "aged_kv_recall_vs_bytes.png": _draw_aged_kv,
+    "recall_vs_kv_bytes.png": _draw_recall_vs_kv_bytes,
 }
 
 

@@ -25,6 +25,7 @@ _MODULES = {
     "context_speed": "app.bench.context_speed",
     "aged_kv": "app.bench.aged_kv",
     "architectures": "app.bench.architectures",
+    "fidelity": "app.bench.fidelity",
     "server": "app.bench.server",
     "ui": "app.bench.ui_responsiveness",
 }

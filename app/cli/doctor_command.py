@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
         weights_bytes=weights,
         aged=aged_presets(),
     )
+    quality_lines: list[str] = []
+    if model_dir is not None:
+        report["quality"], quality_lines = _quality(model_dir)
     report["runtime"] = {
         "backend": profile.backend,
         "act_dtype_bytes": profile.act_dtype_bytes,
@@ -85,4 +88,38 @@ def run(args: argparse.Namespace) -> int:
                 else "; weights stay as stored."
             )
         )
+        if quality_lines:
+            print()
+            print("\n".join(quality_lines))
     return 0
+
+
+def _quality(model_dir: Path) -> tuple[dict, list[str]]:
+    """Stored quality results of the model and the presets they warn about."""
+    from app.core.errors import StoreError
+    from app.core.model_identity import folder_identity
+    from app.core.presets import all_presets
+    from app.core.quality.preset_quality import (
+        doctor_lines,
+        preset_quality,
+        stored_to_dict,
+    )
+    from app.core.store import Store
+
+    identity = folder_identity(model_dir)
+    if identity is None:
+        return {"results": {}, "warnings": []}, []
+    try:
+        with Store.open() as store:
+            stored = store.latest_quality(identity)
+    except StoreError as exc:
+        return {"results": {}, "warnings": [], "error": str(exc)}, [
+            f"Quality: the stored results cannot be read ({exc})."
+        ]
+    rows = preset_quality(all_presets(), stored)
+    data = {
+        "model_identity": identity,
+        "results": stored_to_dict(stored),
+        "warnings": [row.warning for row in rows if row.warning],
+    }
+    return data, doctor_lines(rows, stored)

@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "presets": "presets_command",
     "doctor": "doctor_command",
     "make-model": "make_model_command",
+    "check-quality": "check_quality_command",
     "bench": "bench_command",
     "serve": "serve_command",
 }

@@ -7,7 +7,6 @@ a `ModelLoadError` that names the folder and what is wrong.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -21,6 +20,7 @@ from app.core.budget.weights_check import check_layers_present, shorten
 from app.core.engine import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import ModelLoadError
+from app.core.model_identity import model_identity  # re-exported for the engine
 
 # A module name under mlx_lm.models: nothing that could reach outside it.
 _MODEL_TYPE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -90,19 +90,6 @@ def _check_architecture(folder: Path, config: dict) -> None:
             f"Model folder {folder}: architecture {config.get('model_type')!r} is not "
             "supported by the installed mlx-lm."
         )
-
-
-def model_identity(folder: Path, config: dict) -> str:
-    """Return a stable identity of a model folder's exact contents.
-
-    The config and each weight file's name, size and modification time are hashed:
-    cheap (no weights are read) yet changes whenever the weights are replaced.
-    """
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
-    for weights in sorted(folder.glob("*.safetensors")):
-        stat = weights.stat()
-        digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:32]
 
 
 def load_model_folder(folder: str | Path) -> LoadedModel:

@@ -81,6 +81,10 @@ _SPLIT_REGEXES = {
 }
 
 
+REFERENCE_SHAPE = "reference"
+"""The trained reference model (docs/reference-model.md), built by copying it."""
+
+
 @dataclass(frozen=True)
 class Shape:
     """The geometry of a buildable model.
@@ -262,7 +266,8 @@ def build_model(
 
     Args:
         folder: Where to write the model; must not exist or be empty.
-        shape: A key of `SHAPES`.
+        shape: A key of `SHAPES`, or ``reference`` for a copy of the trained
+            reference model (``bits``, ``seed`` and ``arch`` do not apply to it).
         bits: 16 for dense bfloat16 weights, 8 or 4 for weights quantized as
             ``mlx_lm.convert -q`` does (affine, group size 64).
         seed: Seed of the weights; the same seed gives byte-identical weights.
@@ -279,6 +284,11 @@ def build_model(
         raise ValueError(
             f"bits must be one of {', '.join(map(str, ALLOWED_BITS))}, got {bits!r}"
         )
+    if shape == REFERENCE_SHAPE:
+        # Trained, not random: the committed weights (`reference.install`).
+        from app.core.engine.reference.install import install_reference_model
+
+        return install_reference_model(folder)
     config = model_config(shape, arch, seed)
     folder = Path(folder)
     _target_folder(folder)

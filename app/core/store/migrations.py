@@ -230,9 +230,47 @@ def m002_writers(db: Database) -> None:
     _execute_all(db, _V2_INDEXES)
 
 
-# --- Add migration 3 here. ----------------------------------------------------------
+# --- Migration 3: quality-check results (swapless check-quality). Shipped: never edit.
 
-SCHEMA_VERSION = 2
+_V3_TABLES = (
+    """CREATE TABLE IF NOT EXISTS quality_checks (
+        id INTEGER PRIMARY KEY,
+        model_identity TEXT NOT NULL,
+        model_folder TEXT NOT NULL,
+        settings_key TEXT NOT NULL,
+        measured_at TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        cancelled INTEGER NOT NULL DEFAULT 0 CHECK (cancelled IN (0, 1)),
+        reference TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(reference))
+    )""",
+    """CREATE TABLE IF NOT EXISTS quality_results (
+        id INTEGER PRIMARY KEY,
+        check_id INTEGER NOT NULL REFERENCES quality_checks(id) ON DELETE CASCADE,
+        model_identity TEXT NOT NULL,
+        settings_key TEXT NOT NULL,
+        cell TEXT NOT NULL,
+        measured_at TEXT NOT NULL,
+        complete INTEGER NOT NULL CHECK (complete IN (0, 1)),
+        verdict TEXT CHECK (verdict IS NULL OR verdict IN ('ok', 'noticeable', 'fails')),
+        metrics TEXT NOT NULL CHECK (json_valid(metrics))
+    )""",
+    "CREATE INDEX IF NOT EXISTS quality_checks_by_model"
+    " ON quality_checks(model_identity, measured_at)",
+    "CREATE INDEX IF NOT EXISTS quality_results_by_model"
+    " ON quality_results(model_identity, cell, measured_at)",
+    "CREATE INDEX IF NOT EXISTS quality_results_by_check ON quality_results(check_id)",
+)
+
+
+@migration(3)
+def m003_quality_results(db: Database) -> None:
+    """Create the tables of quality-check results, keyed by model identity."""
+    _execute_all(db, _V3_TABLES)
+
+
+# --- Add migration 4 here. ----------------------------------------------------------
+
+SCHEMA_VERSION = 3
 """The schema version this code writes: the number of the last migration."""
 
 

@@ -23,6 +23,7 @@ from app.core.store.export import ExportMixin
 from app.core.store.json_import import ImportMixin
 from app.core.store.messages import MessagesMixin
 from app.core.store.migrations import schema_version
+from app.core.store.quality_results import QualityResultsMixin
 from app.core.store.records import utc_now
 from app.core.store.search import SearchMixin
 from app.core.store.summaries import SummariesMixin
@@ -36,6 +37,7 @@ class Store(
     SearchMixin,
     ExportMixin,
     ImportMixin,
+    QualityResultsMixin,
 ):
     """The conversation database.
 

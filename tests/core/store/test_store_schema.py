@@ -90,6 +90,27 @@ EXPECTED_COLUMNS = {
         "kv_bytes": "INTEGER",
         "created_at": "TEXT",
     },
+    "quality_checks": {
+        "id": "INTEGER",
+        "model_identity": "TEXT",
+        "model_folder": "TEXT",
+        "settings_key": "TEXT",
+        "measured_at": "TEXT",
+        "seconds": "REAL",
+        "cancelled": "INTEGER",
+        "reference": "TEXT",
+    },
+    "quality_results": {
+        "id": "INTEGER",
+        "check_id": "INTEGER",
+        "model_identity": "TEXT",
+        "settings_key": "TEXT",
+        "cell": "TEXT",
+        "measured_at": "TEXT",
+        "complete": "INTEGER",
+        "verdict": "TEXT",
+        "metrics": "TEXT",
+    },
     "messages_fts": {"content": ""},
     "conversations_fts": {"title": ""},
 }
@@ -103,6 +124,9 @@ EXPECTED_INDEXES = {
     "conversations_by_update",
     "messages_by_writer",
     "documents_by_writer",
+    "quality_checks_by_model",
+    "quality_results_by_model",
+    "quality_results_by_check",
 }
 
 EXPECTED_TRIGGERS = {
@@ -122,6 +146,7 @@ EXPECTED_FOREIGN_KEYS = {
     ("document_segments", "document_id", "documents", "CASCADE"),
     ("messages", "writer_id", "writers", "SET NULL"),
     ("documents", "writer_id", "writers", "SET NULL"),
+    ("quality_results", "check_id", "quality_checks", "CASCADE"),
 }
 
 

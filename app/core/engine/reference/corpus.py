@@ -1,0 +1,165 @@
+"""The reference model's training data: offline text plus synthetic recall tasks.
+
+Text: the prose of Python's ``pydoc`` topics and the standard library's top-level
+modules, the same sources the tokenizer is trained on, so every Python install has it
+and nothing is downloaded. Documents are split into train and held-out by a hash of
+their name (about one in ten held out), so the held-out perplexity is measured on
+files the model never saw. Debian's /usr/share/doc was left out on purpose: its
+contents differ from one machine to the next, and the training must be reproducible
+from the seed.
+
+Recall tasks (`app.core.quality.recall_tasks`) are rendered as ChatML, exactly as the
+tokenizer's chat template renders them, with filler cut from the training text. Each
+training sequence is one task (or a text window) followed by text up to the length.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.engine.tokenizer_training import ENDOFTEXT, corpus_files
+from app.core.quality import recall_tasks
+
+HELD_OUT_MODULUS = 10
+# Shares of the training mix; text fills the other half.
+TASK_MIX = (
+    ("pass_key", 0.2),
+    ("chat_fact", 0.12),
+    ("key_value", 0.1),
+    ("copy", 0.08),
+)
+TEXT_SHARE = 1.0 - sum(share for _, share in TASK_MIX)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One source text.
+
+    Attributes:
+        name: A stable name (``topic:NAME`` or the file name).
+        text: Its contents.
+    """
+
+    name: str
+    text: str
+
+    @property
+    def held_out(self) -> bool:
+        """True for the tenth of documents kept out of training."""
+        return zlib.crc32(self.name.encode()) % HELD_OUT_MODULUS == 0
+
+
+def documents() -> list[Document]:
+    """Every document, in a fixed order: pydoc topics, then stdlib modules."""
+    from pydoc_data.topics import topics
+
+    docs = [Document(f"topic:{key}", topics[key]) for key in sorted(topics)]
+    for path in corpus_files():
+        docs.append(
+            Document(path.name, path.read_text(encoding="utf-8", errors="replace"))
+        )
+    return docs
+
+
+def render_chatml(messages) -> str:
+    """Render messages as the ChatML template does (`tokenizer_training`)."""
+    return "".join(
+        f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages
+    )
+
+
+class TokenStream:
+    """Token ids of a set of documents joined by ``<|endoftext|>``, and filler from them.
+
+    Args:
+        tokenizer: A `tokenizers.Tokenizer`.
+        docs: The documents.
+    """
+
+    def __init__(self, tokenizer, docs: list[Document]):
+        self.tokenizer = tokenizer
+        eot = tokenizer.token_to_id(ENDOFTEXT)
+        encoded = tokenizer.encode_batch([d.text for d in docs])
+        ids: list[int] = []
+        for item in encoded:
+            ids.extend(item.ids)
+            ids.append(eot)
+        self.ids = np.array(ids, dtype=np.int32)
+        self.eot = eot
+
+    def window(self, length: int, rng: random.Random) -> np.ndarray:
+        """A random window of ``length`` consecutive ids."""
+        start = rng.randrange(0, len(self.ids) - length)
+        return self.ids[start : start + length]
+
+    def filler(self, tokens: int, rng: random.Random) -> str:
+        """About ``tokens`` tokens of text (no special tokens), decoded."""
+        while True:
+            ids = self.window(max(tokens, 1), rng)
+            if self.eot not in ids:
+                return self.tokenizer.decode(ids.tolist())
+
+
+def sample_task(
+    stream: TokenStream, rng: random.Random, kind: str, max_distance: int
+) -> recall_tasks.RecallTask:
+    """One recall task of ``kind`` with a random distance up to ``max_distance``."""
+    filler = stream.filler
+    # Log-uniform distances: short and long gaps both get their share.
+    distance = int(round(math.exp(rng.uniform(math.log(8), math.log(max_distance)))))
+    if kind == "pass_key":
+        return recall_tasks.pass_key_task(rng, distance, filler)
+    if kind == "chat_fact":
+        return recall_tasks.chat_fact_task(
+            rng, distance, filler, system_prompt=rng.choice(SYSTEM_PROMPTS)
+        )
+    if kind == "key_value":
+        return recall_tasks.key_value_task(
+            rng, rng.randint(4, 40), filler, distance=distance // 4
+        )
+    if kind == "copy":
+        return recall_tasks.copy_task(rng, min(distance, max_distance // 2), filler)
+    raise ValueError(f"unknown task kind {kind!r}")
+
+
+# The system prompts of the built-in presets, so chat tasks look like the app's chats.
+SYSTEM_PROMPTS = (
+    "",
+    "You are a helpful assistant.",
+    "You are an expert programmer. Answer with correct, idiomatic code and brief "
+    "explanations.",
+    "You are precise. Quote exactly and show your working.",
+)
+
+
+def training_sequences(
+    stream: TokenStream, length: int, seed: int, max_distance: int
+) -> Iterator[np.ndarray]:
+    """Yield training sequences of ``length + 1`` ids forever, deterministic from ``seed``.
+
+    Half are plain text windows; the rest start with one rendered recall task and are
+    filled up with text after an ``<|endoftext|>``.
+    """
+    rng = random.Random(seed)
+    kinds = [kind for kind, _ in TASK_MIX]
+    weights = [share for _, share in TASK_MIX]
+    while True:
+        if rng.random() < TEXT_SHARE:
+            yield stream.window(length + 1, rng)
+            continue
+        kind = rng.choices(kinds, weights)[0]
+        task = sample_task(stream, rng, kind, max_distance)
+        ids = stream.tokenizer.encode(render_chatml(task.messages)).ids
+        if len(ids) > length + 1:
+            continue  # filler ran long; draw another
+        rest = length + 1 - len(ids) - 1
+        tail = stream.window(rest, rng) if rest > 0 else np.zeros(0, np.int32)
+        yield np.concatenate(
+            [np.array(ids, np.int32), np.array([stream.eot], np.int32), tail]
+        )[: length + 1]

@@ -1,0 +1,186 @@
+"""Put the reference model in a folder: the committed weights, or freshly trained ones.
+
+The committed folder (``resources/quality/reference-model``) is what tests, benchmarks
+and ``swapless make-model DIR --shape reference`` use: training takes most of an hour
+here, copying takes milliseconds. ``--train`` reruns the recipe (`training`) and writes
+a folder of the same layout, plus the step log and the held-out figures, so the
+committed weights can be checked and reproduced.
+
+Either way the folder appears complete or not at all (written to a sibling, renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import mlx.core as mx
+from mlx_lm.utils import save_config, save_model
+
+from app.core import paths
+from app.core.engine.reference import geometry
+from app.core.engine.reference.training import (
+    DEFAULT_RECIPE,
+    StepReport,
+    TrainingLog,
+    TrainingRecipe,
+    parameter_count,
+    train,
+)
+from app.core.engine.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
+from app.core.errors import KnownError
+
+MODEL_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+TRAINING_LOG = "training_log.json"
+EVALUATION = "evaluation.json"
+LOSS_CURVE = "loss_curve.png"
+# float16 keeps 11 bits of mantissa (bfloat16: 8); the copy circuit's sharp
+# attention scores keep their margins, and the file is half the fp32 size.
+SAVED_DTYPE = mx.float16
+
+
+def committed_folder() -> Path:
+    """The reference model shipped with Swapless."""
+    return paths.resources_dir() / "quality" / "reference-model"
+
+
+def _target_folder(folder: Path) -> None:
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(f"{folder} already exists and is not an empty folder")
+
+
+def _publish(staging: Path, folder: Path) -> Path:
+    _target_folder(folder)
+    if folder.exists():
+        folder.rmdir()
+    os.replace(staging, folder)
+    return folder
+
+
+def _staging(folder: Path) -> Path:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+
+
+def install_reference_model(folder: str | Path) -> Path:
+    """Copy the committed reference model into ``folder``.
+
+    Raises:
+        FileExistsError: ``folder`` exists and is not empty.
+        KnownError: The committed model is missing from this installation.
+    """
+    folder = Path(folder)
+    _target_folder(folder)
+    source = committed_folder()
+    missing = [name for name in MODEL_FILES if not (source / name).is_file()]
+    if missing:
+        raise KnownError(
+            f"The reference model is missing from this installation ({source} lacks "
+            f"{', '.join(missing)}); build it with `swapless make-model DIR --shape "
+            "reference --train`."
+        )
+    staging = _staging(folder)
+    try:
+        for name in MODEL_FILES:
+            shutil.copyfile(source / name, staging / name)
+        return _publish(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def train_reference_model(
+    folder: str | Path,
+    recipe: TrainingRecipe = DEFAULT_RECIPE,
+    on_step: Callable[[StepReport], None] = lambda _: None,
+    on_checkpoint=None,
+) -> tuple[Path, TrainingLog]:
+    """Train a reference model from scratch and write it to ``folder``.
+
+    Args:
+        folder: Where to write it; must not exist or be empty.
+        recipe: The training recipe (default: the committed model's).
+        on_step: Progress after every optimizer step.
+        on_checkpoint: ``(model, step)`` every 100 steps (see `training.train`).
+
+    Returns:
+        The folder and the training log (also saved as ``training_log.json``).
+    """
+    folder = Path(folder)
+    _target_folder(folder)
+    staging = _staging(folder)
+    try:
+        tokenizer = write_tokenizer(
+            staging, geometry.VOCAB_SIZE, geometry.MAX_POSITION_EMBEDDINGS
+        )
+        model, log = train(
+            tokenizer, recipe, on_step=on_step, on_checkpoint=on_checkpoint
+        )
+        config = geometry.reference_config()
+        config["bos_token_id"] = tokenizer.token_to_id(ENDOFTEXT)
+        config["eos_token_id"] = tokenizer.token_to_id(IM_END)
+        config["swapless_builder"] = {
+            "shape": "reference",
+            "random_weights": False,
+            "parameters": parameter_count(model),
+            "training_tokens": log.steps[-1].tokens if log.steps else 0,
+            "training_seconds": round(log.seconds, 1),
+            "recipe": recipe.as_dict(),
+        }
+        model.set_dtype(SAVED_DTYPE)
+        mx.eval(model.parameters())
+        save_model(staging, model)
+        save_config(config, staging / "config.json")
+        write_training_log(staging / TRAINING_LOG, log)
+        return _publish(staging, folder), log
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_training_log(path: Path, log: TrainingLog) -> None:
+    """Save the per-step losses (for the loss curve in docs/reference-model.md)."""
+    data = {
+        "seconds": log.seconds,
+        "steps": [
+            [s.step, round(s.loss, 5), s.learning_rate, s.tokens, round(s.elapsed_s, 2)]
+            for s in log.steps
+        ],
+        "columns": ["step", "loss", "learning_rate", "tokens", "elapsed_s"],
+    }
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def evaluate_folder(
+    folder: str | Path, sizes=None, log: Callable[[str], None] = lambda _: None
+) -> dict:
+    """Load a trained folder, measure it on held-out data, save the figures.
+
+    Writes ``evaluation.json`` (and ``loss_curve.png`` when matplotlib is installed and
+    the folder has its training log) next to the weights.
+
+    Returns:
+        The held-out figures (`evaluation.Evaluation.as_dict`).
+    """
+    from app.core.engine.loader import load_model_folder
+    from app.core.engine.reference import evaluation
+    from app.core.engine.reference.loss_curve import draw_loss_curve
+
+    folder = Path(folder)
+    loaded = load_model_folder(folder)
+    figures = evaluation.evaluate(
+        loaded, sizes or evaluation.EvaluationSizes(), log=log
+    ).as_dict()
+    (folder / EVALUATION).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    if (folder / TRAINING_LOG).is_file():
+        draw_loss_curve(folder / TRAINING_LOG, folder / LOSS_CURVE, figures)
+    return figures

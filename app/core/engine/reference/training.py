@@ -1,0 +1,241 @@
+"""Train the reference model: circuit at initialisation, then text + recall tasks.
+
+Recipe (shared/NOTES-mlx.md, "A small model with real recall is feasible here"):
+AdamW (betas 0.9 / 0.95), linear warm-up then cosine decay, gradient norm clipped at
+1.0, fp32 on the CPU (OpenBLAS), sequences of 512 tokens and then 1,280 so pass keys
+far apart are trained too. Everything is fixed by the seed: the circuit's random parts,
+the data order, the task draws. The run is measured in steps, not minutes, so the same
+seed gives the same model however busy the machine is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.utils import _get_classes
+
+from app.core.engine.reference import circuit, corpus
+from app.core.engine.reference.geometry import reference_config
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stretch of training at one sequence length.
+
+    Attributes:
+        steps: Optimizer steps.
+        batch: Sequences per step.
+        length: Tokens per sequence (inputs; targets are shifted by one).
+        max_distance: Longest filler gap of the recall tasks in this stage.
+    """
+
+    steps: int
+    batch: int
+    length: int
+    max_distance: int
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """Everything that decides the trained weights.
+
+    Attributes:
+        seed: Seed of the circuit's random parts and of the data.
+        stages: The stages, in order.
+        peak_learning_rate: After warm-up.
+        warmup_steps: Linear warm-up from 0.
+        final_learning_rate: Where the cosine ends.
+        weight_decay: AdamW's decoupled weight decay.
+        clip_norm: Global gradient norm bound.
+        protect_circuit: Keep the hand-built circuit and what it reads unchanged
+            (`circuit.protect`); everything else trains.
+    """
+
+    seed: int = 0
+    stages: tuple[Stage, ...] = (
+        Stage(steps=400, batch=8, length=512, max_distance=400),
+        Stage(steps=80, batch=4, length=1280, max_distance=1100),
+    )
+    peak_learning_rate: float = 1.5e-3
+    warmup_steps: int = 40
+    final_learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    protect_circuit: bool = True
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps over all stages."""
+        return sum(stage.steps for stage in self.stages)
+
+    @property
+    def total_tokens(self) -> int:
+        """Training tokens over all stages."""
+        return sum(s.steps * s.batch * s.length for s in self.stages)
+
+    def as_dict(self) -> dict:
+        """A JSON-serializable description (recorded in ``config.json``)."""
+        return {
+            "seed": self.seed,
+            "stages": [vars(stage) for stage in self.stages],
+            "peak_learning_rate": self.peak_learning_rate,
+            "warmup_steps": self.warmup_steps,
+            "final_learning_rate": self.final_learning_rate,
+            "weight_decay": self.weight_decay,
+            "clip_norm": self.clip_norm,
+            "protect_circuit": self.protect_circuit,
+            "optimizer": "AdamW(0.9, 0.95)",
+        }
+
+
+DEFAULT_RECIPE = TrainingRecipe()
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Progress of one optimizer step.
+
+    Attributes:
+        step: 1-based step number.
+        total_steps: Steps in the whole run.
+        loss: Mean cross-entropy of the step's batch (nats per token).
+        learning_rate: The rate used.
+        tokens: Training tokens seen so far.
+        elapsed_s: Wall time since training started.
+    """
+
+    step: int
+    total_steps: int
+    loss: float
+    learning_rate: float
+    tokens: int
+    elapsed_s: float
+
+
+@dataclass
+class TrainingLog:
+    """What a run did, for the loss curve and the documentation."""
+
+    steps: list[StepReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def new_model(seed: int) -> nn.Module:
+    """A reference-geometry llama with the copy circuit written in (`circuit`)."""
+    config = reference_config()
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    circuit.initialise(model, seed)
+    return model
+
+
+def _schedule(recipe: TrainingRecipe):
+    warmup = optim.linear_schedule(0.0, recipe.peak_learning_rate, recipe.warmup_steps)
+    cosine = optim.cosine_decay(
+        recipe.peak_learning_rate,
+        recipe.total_steps - recipe.warmup_steps,
+        end=recipe.final_learning_rate,
+    )
+    return optim.join_schedules([warmup, cosine], [recipe.warmup_steps])
+
+
+def _loss(model: nn.Module, batch: mx.array) -> mx.array:
+    logits = model(batch[:, :-1])
+    return nn.losses.cross_entropy(logits, batch[:, 1:], reduction="mean")
+
+
+def train(
+    tokenizer,
+    recipe: TrainingRecipe = DEFAULT_RECIPE,
+    on_step: Callable[[StepReport], None] = lambda _: None,
+    is_cancelled: Callable[[], bool] = lambda: False,
+    on_checkpoint: Callable[[nn.Module, int], None] | None = None,
+    checkpoint_every: int = 100,
+    stream: corpus.TokenStream | None = None,
+) -> tuple[nn.Module, TrainingLog]:
+    """Train a reference model from scratch.
+
+    Args:
+        tokenizer: The trained `tokenizers.Tokenizer` of the model folder.
+        recipe: Stages, schedule and seed.
+        on_step: Called after every step (progress, loss curve).
+        is_cancelled: Polled after every step; a cancelled run returns what it has.
+        on_checkpoint: Called with the model every ``checkpoint_every`` steps (to watch
+            recall while training); it must not change the model.
+        checkpoint_every: Steps between checkpoints.
+        stream: The tokenized training documents, if already at hand (tests).
+
+    Returns:
+        The model (fp32) and the log of every step.
+    """
+    mx.random.seed(recipe.seed)
+    model = new_model(recipe.seed)
+    masks = circuit.protect(model) if recipe.protect_circuit else {}
+    if stream is None:
+        train_docs = [d for d in corpus.documents() if not d.held_out]
+        stream = corpus.TokenStream(tokenizer, train_docs)
+    optimizer = optim.AdamW(
+        learning_rate=_schedule(recipe),
+        betas=[0.9, 0.95],
+        weight_decay=recipe.weight_decay,
+    )
+    loss_and_grad = nn.value_and_grad(model, _loss)
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(batch):
+        loss, grads = loss_and_grad(model, batch)
+        if masks:
+            flat = dict(tree_flatten(grads))
+            for name, mask in masks.items():
+                flat[name] = flat[name] * mask
+            grads = tree_unflatten(list(flat.items()))
+        grads, _ = optim.clip_grad_norm(grads, recipe.clip_norm)
+        optimizer.update(model, grads)
+        return loss
+
+    log = TrainingLog()
+    started = time.perf_counter()
+    tokens = 0
+    done = 0
+    for index, stage in enumerate(recipe.stages):
+        sequences = corpus.training_sequences(
+            stream, stage.length, recipe.seed * 1000 + index, stage.max_distance
+        )
+        for _ in range(stage.steps):
+            batch = mx.array(np.stack([next(sequences) for _ in range(stage.batch)]))
+            rate = float(optimizer.learning_rate.item())
+            loss = step(batch)
+            mx.eval(state)
+            done += 1
+            tokens += stage.batch * stage.length
+            report = StepReport(
+                step=done,
+                total_steps=recipe.total_steps,
+                loss=float(loss.item()),
+                learning_rate=rate,
+                tokens=tokens,
+                elapsed_s=time.perf_counter() - started,
+            )
+            log.steps.append(report)
+            on_step(report)
+            if on_checkpoint is not None and done % checkpoint_every == 0:
+                on_checkpoint(model, done)
+            if is_cancelled():
+                log.seconds = time.perf_counter() - started
+                return model, log
+    log.seconds = time.perf_counter() - started
+    return model, log
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of scalar parameters."""
+    return sum(v.size for _, v in tree_flatten(model.parameters()))

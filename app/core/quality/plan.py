@@ -1,0 +1,102 @@
+"""What a quality check of one model folder will measure, decided before it runs.
+
+Pure: from the folder's config.json and the presets it derives the cells (every
+group the head size allows, plus the presets' precisions) and the cache bytes per
+token of each, so memory and quality are reported side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.budget.kv_budget import bytes_per_token
+from app.core.budget.model_geometry import read_geometry
+from app.core.budget.runtime_profile import runtime_profile
+from app.core.quality import cells as cell_grid
+from app.core.quality.cells import KV, Cell
+from app.core.quality.probes import FULL, QUICK, ProbeSizes
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """The cells of a check and what each KV cell costs in memory.
+
+    Attributes:
+        sizes: `QUICK` or `FULL` probe sizes.
+        cells: Cells in run order.
+        bytes_per_token: ``Cell.key`` → cache bytes per token on this machine.
+        max_context: The model's trained context (pass keys beyond it are skipped).
+        full_bytes_per_token: The unquantized cache's bytes per token here.
+    """
+
+    sizes: ProbeSizes
+    cells: tuple[Cell, ...]
+    bytes_per_token: dict[str, float]
+    max_context: int | None
+    full_bytes_per_token: float | None = None
+
+    def kv_bytes_per_token(self, cell: Cell) -> float | None:
+        """The cache bytes per token of a KV cell, or None."""
+        return self.bytes_per_token.get(cell.key)
+
+
+def preset_precisions() -> list[tuple[int, int]]:
+    """``(bits, group)`` of every built-in and user preset."""
+    from app.core.presets import all_presets
+
+    return sorted({(p.kv_bits, p.kv_group) for p in all_presets().values()})
+
+
+def plan_check(
+    model_dir: Path,
+    quick: bool = False,
+    trims: bool = True,
+    only: list[str] | None = None,
+    sizes: ProbeSizes | None = None,
+) -> CheckPlan:
+    """Decide the cells of a check of ``model_dir``.
+
+    Args:
+        model_dir: The model folder.
+        quick: Use the quick probe sizes.
+        trims: Include the trim cells.
+        only: Cell keys to keep (``kv:4:64``, ``trim:splice``, or the control
+            ``kv:16:64``); None keeps the whole grid.
+        sizes: Probe sizes other than `QUICK`/`FULL` (the benchmark's).
+
+    Raises:
+        ModelLoadError: config.json cannot be read.
+        ValueError: ``only`` names a cell that is not in the grid.
+    """
+    geometry = read_geometry(model_dir)
+    cells = cell_grid.grid(preset_precisions(), head_dim=geometry.head_dim, trims=trims)
+    if only is not None:
+        # The 16-bit control compares full precision with itself: it must come out
+        # 100 % / KL 0, which checks the check.
+        cells = [cell_grid.CONTROL, *cells]
+        known = {cell.key for cell in cells}
+        unknown = [key for key in only if key not in known]
+        if unknown:
+            raise ValueError(
+                f"unknown cell {unknown[0]!r}; this model's cells are "
+                f"{', '.join(sorted(known))}"
+            )
+        cells = [cell for cell in cells if cell.key in only]
+    act = runtime_profile().act_dtype_bytes
+    per_token = {}
+    for cell in cells:
+        if cell.kind == KV:
+            try:
+                per_token[cell.key] = float(
+                    bytes_per_token(geometry, cell.bits, cell.group_size, act)
+                )
+            except ValueError:
+                continue  # the check reports the group as unusable
+    return CheckPlan(
+        sizes=sizes or (QUICK if quick else FULL),
+        cells=tuple(cells),
+        bytes_per_token=per_token,
+        max_context=geometry.max_position_embeddings,
+        full_bytes_per_token=float(bytes_per_token(geometry, 16, 64, act)),
+    )

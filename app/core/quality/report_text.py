@@ -1,0 +1,112 @@
+"""Quality results in words and tables, for the CLI, the doctor and the UI.
+
+One formatting for every place the numbers appear, so "4-bit KV on this model: 96 %
+top-1, recall 9/10, measured 3 Dec" reads the same in `swapless doctor`, after
+`swapless check-quality` and next to a preset.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime
+
+from app.core.quality.cells import KV
+from app.core.quality.events import QualityReport
+from app.core.quality.metrics import FAILS, CellResult
+
+EXPLANATION = (
+    "top-1: how often the most likely next token equals full precision's (trims: an "
+    "exact rebuild's); KL: how far the whole next-token distribution moved (nats, 0 = "
+    "identical); PPL ratio: perplexity on the probe texts relative to full precision; "
+    "recall: hidden facts answered exactly (the reference's count in brackets)."
+)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f} %"
+
+
+def _kl(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2e}"
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _recall(result: CellResult) -> str:
+    if not result.recall_total:
+        return "—"
+    return f"{result.recall_hits}/{result.recall_total} ({result.reference_hits})"
+
+
+def measured_day(iso: str) -> str:
+    """``2026-12-03T10:00:00Z`` → ``3 Dec``."""
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    return f"{when.day} {when:%b}"
+
+
+def one_line(result: CellResult, measured_at: str = "") -> str:
+    """A result in one phrase, e.g. ``4-bit KV, group 64: 96.0 % top-1, recall 9/10``."""
+    if result.error:
+        return f"{result.cell.label}: not measured ({result.error})"
+    parts = [f"{_percent(result.top1_agreement)} top-1"]
+    if result.mean_kl is not None:
+        parts.append(f"KL {_kl(result.mean_kl)}")
+    if result.recall_total:
+        parts.append(f"recall {result.recall_hits}/{result.recall_total}")
+    text = f"{result.cell.label}: {', '.join(parts)}"
+    if measured_at:
+        text += f", measured {measured_day(measured_at)}"
+    if not result.complete:
+        text += " (stopped early)"
+    if result.verdict == FAILS:
+        text += " — fails a quality threshold on this model"
+    return text
+
+
+def table(report: QualityReport) -> str:
+    """The whole report as a fixed-width table with a heading and the legend."""
+    kind = "quick" if report.quick else "full"
+    hits, total = report.reference_recall
+    ppl = report.reference_perplexity
+    heading = textwrap.fill(
+        f"Quality check of {report.model_folder} ({kind} probes, "
+        f"{report.seconds:.0f} s). Full-precision reference: "
+        + (f"perplexity {ppl:.2f}, " if ppl else "")
+        + f"pass keys {hits}/{total}.",
+        width=88,
+    )
+    header = (
+        f"{'':28} {'top-1':>8} {'mean KL':>9} {'PPL ratio':>9} "
+        f"{'recall':>12} {'KV B/token':>10}  verdict"
+    )
+    lines = [heading, "", header]
+    for r in report.results:
+        if r.error:
+            lines.append(f"{r.cell.label:28} not measured: {r.error}")
+            continue
+        per_token = f"{r.kv_bytes_per_token:.0f}" if r.kv_bytes_per_token else "—"
+        verdict = r.verdict + ("" if r.complete else " (stopped)")
+        lines.append(
+            f"{r.cell.label:28} {_percent(r.top1_agreement):>8} {_kl(r.mean_kl):>9} "
+            f"{_ratio(r.perplexity_ratio):>9} {_recall(r):>12} {per_token:>10}  {verdict}"
+        )
+    if report.cancelled:
+        lines.append("")
+        lines.append("Stopped before the end: the rows above are what was measured.")
+    lines += ["", textwrap.fill(EXPLANATION, width=88)]
+    return "\n".join(lines)
+
+
+def preset_warning(preset_name: str, result: CellResult) -> str | None:
+    """A warning when a preset's KV precision fails a threshold, else None."""
+    if result.error or result.verdict != FAILS or result.cell.kind != KV:
+        return None
+    return (
+        f"Preset {preset_name!r} uses {result.cell.label}, which fails a quality "
+        f"threshold on this model ({one_line(result)}). Consider 8-bit KV."
+    )

@@ -1,0 +1,48 @@
+"""The benchmark's fidelity section: quality next to KV bytes, on the reference model."""
+
+from __future__ import annotations
+
+import json
+
+from app.bench import fidelity
+from app.bench.runner import run_bench
+from app.bench.settings import QUICK
+from app.core.quality.probes import ProbeSizes
+
+SMALL = ProbeSizes(
+    name="bench-test",
+    text_tokens=96,
+    pass_key_distances=(128,),
+    pass_keys_per_distance=1,
+    trim_cases=1,
+    dropped_tokens=96,
+    kept_tokens=64,
+)
+
+
+def test_fidelity_rows_have_their_kv_bytes_and_the_plot_is_drawn(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(fidelity, "QUICK_SIZES", SMALL)
+    results = run_bench(
+        tmp_path, tiny_model_dir, only="fidelity", settings=QUICK, log=lambda _: None
+    )
+    part = results["parts"]["fidelity"]
+    assert part["status"] == "ok", part.get("traceback")
+    figures = part["figures"]
+    cells = {cell["cell"]: cell for cell in figures["cells"]}
+    assert set(cells) >= {"kv:8:64", "kv:4:64", "kv:4:128", "trim:splice"}
+    eight, four = cells["kv:8:64"], cells["kv:4:64"]
+    assert four["kv_bytes_at_context"] < eight["kv_bytes_at_context"]
+    assert eight["kv_bytes_at_context"] < (
+        figures["full_precision_bytes_per_token"] * figures["bytes_at_tokens"]
+    )
+    assert cells["trim:splice"]["trim_kv_bytes"] < cells["trim:none"]["trim_kv_bytes"]
+    assert set(figures["dropped_fact_recall"]) == {"extractive", "model"}
+    assert figures["reference_perplexity"] > 1
+    rows = [row["measurement"] for row in part["rows"]]
+    assert any("the extractive summary" in row for row in rows)
+    assert "recall_vs_kv_bytes.png" in results["files"]
+    assert (tmp_path / "recall_vs_kv_bytes.png").stat().st_size > 10_000
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored["parts"]["fidelity"]["figures"]["bytes_at_tokens"] == 4096

@@ -1,0 +1,74 @@
+"""Token layouts of probe conversations: trim coordinates and answer spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.chat.model_messages import SEPARATE
+from app.core.quality import conversation_layout as layout
+
+
+def encode(text: str) -> list[int]:
+    """One id per character: layouts are then easy to check by hand."""
+    return [ord(c) for c in text]
+
+
+def render(messages: list[dict], add_generation_prompt: bool) -> list[int]:
+    text = "".join(f"<{m['role']}>{m['content']}</>" for m in messages)
+    if add_generation_prompt:
+        text += "<assistant>"
+    return encode(text)
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(chr(i) for i in ids)
+
+
+def test_trim_layout_replaces_the_dropped_turns_by_the_summary():
+    dropped = [("user", "old question"), ("assistant", "old answer")]
+    kept = [("user", "new question"), ("assistant", "new answer")]
+    trim = layout.trim_layout(render, "sys", dropped, kept, "short", SEPARATE)
+    untrimmed = decode(trim.untrimmed_ids)
+    trimmed = decode(trim.trimmed_ids)
+    kept_text = "<user>new question</><assistant>new answer</>"
+    assert untrimmed.endswith(kept_text) and trimmed.endswith(kept_text)
+    assert decode(trim.untrimmed_ids[: trim.keep]).startswith("<system>sys</>")
+    assert decode(trim.untrimmed_ids[trim.drop_until :]) == kept_text
+    spliced = (
+        trim.untrimmed_ids[: trim.keep]
+        + trim.insert_ids
+        + trim.untrimmed_ids[trim.drop_until :]
+    )
+    assert spliced == trim.trimmed_ids
+    assert "short" in decode(trim.insert_ids)
+    assert trim.kept_tokens == len(kept_text)
+
+
+def test_continuation_splits_the_question_from_the_reply():
+    messages = [{"role": "user", "content": "hi"}]
+    question = [
+        {"role": "user", "content": "What is it?"},
+        {"role": "assistant", "content": "It is 42."},
+    ]
+    asked, reply = layout.continuation(render, messages, question)
+    assert decode(asked) == "<user>What is it?</><assistant>"
+    assert decode(reply) == "It is 42.</>"
+
+
+def test_answer_span_points_at_the_answer_tokens():
+    reply = "It is 42."
+    ids = encode(reply + "</>")
+    start, end = layout.answer_span(encode, ids, reply, "42")
+    assert decode(ids[start:end]) == " 42"  # the space goes with the answer
+    with pytest.raises(ValueError):
+        layout.answer_span(encode, ids, reply, "43")
+
+
+def test_a_template_that_is_not_additive_is_refused():
+    def odd_render(messages, add_generation_prompt):
+        return encode("|".join(m["content"] for m in reversed(messages)))
+
+    with pytest.raises(layout.NotAdditive):
+        layout.trim_layout(
+            odd_render, "s", [("user", "a")], [("user", "b")], "x", SEPARATE
+        )

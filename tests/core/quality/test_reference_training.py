@@ -1,0 +1,79 @@
+"""Training the reference model: the circuit works before training, and a seed fixes it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten
+
+from app.core.engine.reference import corpus, evaluation, training
+from app.core.engine.reference.geometry import VOCAB_SIZE
+from app.core.engine.tokenizer_training import train_tokenizer
+
+TINY_RECIPE = training.TrainingRecipe(
+    stages=(
+        training.Stage(steps=2, batch=2, length=64, max_distance=40),
+        training.Stage(steps=1, batch=1, length=128, max_distance=100),
+    ),
+    warmup_steps=1,
+)
+
+
+def weights(model) -> dict[str, np.ndarray]:
+    return {k: np.array(v) for k, v in tree_flatten(model.parameters())}
+
+
+def test_the_written_circuit_alone_finds_pass_keys():
+    # Before any training: the hand-built copy circuit already recalls.
+    model = training.new_model(seed=0)
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    assert evaluation.training_recall(model, tokenizer, distance=256, count=4) >= 0.75
+    assert training.parameter_count(model) == 3_672_320
+
+
+def test_the_same_seed_trains_the_same_weights():
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    stream = corpus.TokenStream(
+        tokenizer, [d for d in corpus.documents() if not d.held_out]
+    )
+    first, log_a = training.train(tokenizer, TINY_RECIPE, stream=stream)
+    second, log_b = training.train(tokenizer, TINY_RECIPE, stream=stream)
+    assert [s.loss for s in log_a.steps] == [s.loss for s in log_b.steps]
+    a, b = weights(first), weights(second)
+    assert all(np.array_equal(a[name], b[name]) for name in a)
+    other, _ = training.train(
+        tokenizer, dataclasses.replace(TINY_RECIPE, seed=1), stream=stream
+    )
+    c = weights(other)
+    assert not np.array_equal(
+        a["model.embed_tokens.weight"], c["model.embed_tokens.weight"]
+    )
+    assert log_a.steps[-1].tokens == TINY_RECIPE.total_tokens
+    mx.clear_cache()
+
+
+def test_a_protected_circuit_keeps_what_it_reads_and_trains_the_rest():
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    stream = corpus.TokenStream(
+        tokenizer, [d for d in corpus.documents() if not d.held_out][:20]
+    )
+    recipe = dataclasses.replace(TINY_RECIPE, protect_circuit=True)
+    before = weights(training.new_model(seed=0))
+    after = weights(training.train(tokenizer, recipe, stream=stream)[0])
+    for layer in (0, 1):
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            name = f"model.layers.{layer}.self_attn.{proj}.weight"
+            assert np.array_equal(before[name], after[name])
+        norm = f"model.layers.{layer}.input_layernorm.weight"
+        assert np.array_equal(before[norm], after[norm])
+    embedding = "model.embed_tokens.weight"
+    assert np.allclose(after[embedding][:, 0], 1.0, atol=1e-3)  # only weight decay
+    assert not after[embedding][:, 129:225].any()
+    assert not np.array_equal(before[embedding][:, 1:129], after[embedding][:, 1:129])
+    down = "model.layers.0.mlp.down_proj.weight"
+    assert np.allclose(before[down][:225], after[down][:225], atol=1e-5)
+    assert not np.array_equal(before[down][225:], after[down][225:])
+    moved = "model.layers.2.self_attn.q_proj.weight"
+    assert not np.array_equal(before[moved], after[moved])
