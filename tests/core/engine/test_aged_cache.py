@@ -5,7 +5,12 @@ Tolerances were measured on this model (random weights, 2 layers, head_dim 128; 
 and values through the tier transitions moved the next-token logits by at most 4.7e-3
 from a cache built directly at the final tiers' precisions (that cache itself is 1.0e-2
 to 1.4e-2 from full precision); a cache aged while the model ran (later tokens computed
-over already-quantized ones) was at most 2.2e-2 from the directly built one.
+over already-quantized ones) was at most 2.2e-2 from the directly built one. With keys
+rotated and an 8-bit band over a 3-bit floor (recent 128, band 128, block 64; seeds 1-3)
+the transitions moved the logits at most 7.5e-3, the direct build being 2.3e-2 from
+full precision; over a K4/V2 floor 1.1e-2 against 4.8e-2. (A 4-bit band over that
+3-bit floor compounds: 4.9e-2, as much as the floor itself costs, which is why the
+benchmark pads with 8-bit bands.)
 """
 
 from __future__ import annotations
@@ -38,7 +43,18 @@ AGING = KVAging(
     block_tokens=64,
 )
 AGED = KVSettings.aged(AGING)
-TRANSITION_TOLERANCE = 1e-2  # measured at most 4.7e-3 (module docstring)
+LOW_ROTATED = KVAging(
+    recent_tokens=128,
+    band_tokens=128,
+    band_key_bits=8,
+    band_value_bits=8,
+    floor_key_bits=3,
+    floor_value_bits=3,
+    block_tokens=64,
+    rotate_keys=True,
+)
+TRANSITION_TOLERANCE = 1e-2  # measured at most 4.9e-3 (module docstring)
+LOW_ROTATED_TOLERANCE = 2e-2  # measured at most 7.5e-3
 RUNNING_TOLERANCE = 5e-2  # measured at most 2.2e-2
 
 
@@ -149,12 +165,19 @@ def test_the_rotation_is_orthogonal_so_scores_do_not_change():
 # -- tiers and bytes -------------------------------------------------------------------
 
 
-def test_tier_transitions_stay_within_the_measured_tolerance_of_a_direct_build(loaded):
+@pytest.mark.parametrize(
+    ("aging", "tolerance"),
+    [(AGING, TRANSITION_TOLERANCE), (LOW_ROTATED, LOW_ROTATED_TOLERANCE)],
+    ids=["k8v4-band", "rotated-k3v3-floor"],
+)
+def test_tier_transitions_stay_within_the_measured_tolerance_of_a_direct_build(
+    loaded, aging, tolerance
+):
     ids = random_ids(loaded, 1300, seed=1)
     full = filled(loaded, KVSettings(bits=16), ids)
     fed = []
     for layer in full.layers:
-        aged = AgedKVCache(AGING, 64)
+        aged = AgedKVCache(aging, 64)
         keys, values = layer.keys[..., :1300, :], layer.values[..., :1300, :]
         position = 0
         for step in [512, 100, 1, 1, 1, 300, *[1] * 10, *[512] * 3]:
@@ -169,14 +192,14 @@ def test_tier_transitions_stay_within_the_measured_tolerance_of_a_direct_build(l
             position += step
         fed.append(aged)
     counts = [store.count for store in fed[0].tiers]
-    assert counts == [held for held, _ in tier_tokens(1300, AGING)]
-    assert counts[-1] > 0  # blocks went all the way down: requantized 8 -> 4 bits
+    assert counts == [held for held, _ in tier_tokens(1300, aging)]
+    assert counts[-1] > 0  # blocks went all the way down: requantized to the floor
     direct = built_directly(full.layers, fed)
     transitions = max_difference(next_logits(loaded, fed), next_logits(loaded, direct))
     quantization = max_difference(
         next_logits(loaded, direct), next_logits(loaded, copy.deepcopy(full.layers))
     )
-    assert transitions < TRANSITION_TOLERANCE
+    assert transitions < tolerance
     assert quantization > 2 * transitions  # the tiers themselves cost more
 
 
@@ -189,10 +212,11 @@ def test_a_cache_aged_while_the_model_runs_stays_near_a_direct_build(loaded):
     assert gap < RUNNING_TOLERANCE
 
 
-def test_live_bytes_equal_the_budget_across_transitions(loaded, tiny_model_dir):
+@pytest.mark.parametrize("aging", [AGING, LOW_ROTATED], ids=["k8v4-band", "k3v3"])
+def test_live_bytes_equal_the_budget_across_transitions(loaded, tiny_model_dir, aging):
     geometry = read_geometry(tiny_model_dir)
     ids = random_ids(loaded, 2400, seed=3)
-    cache = ConversationCache(loaded.model, AGED)
+    cache = ConversationCache(loaded.model, KVSettings.aged(aging))
     checked = []
     for end in (100, 300, 320, 600, 1100, 1500, 2000, 2400):
         prefill_range(loaded.model, cache, ids, end)
@@ -203,7 +227,7 @@ def test_live_bytes_equal_the_budget_across_transitions(loaded, tiny_model_dir):
         cache.quantize()
         checked.append((cache.offset, cache.nbytes))
     for tokens, live in checked:
-        predicted = aged_kv_bytes_at(geometry, tokens, AGING, 64, act_dtype_bytes=4)
+        predicted = aged_kv_bytes_at(geometry, tokens, aging, 64, act_dtype_bytes=4)
         assert abs(live - predicted) <= 0.02 * predicted, (tokens, live, predicted)
     assert {live for _, live in checked[-100:]} != {checked[-1][1]}  # it moved
 
@@ -345,23 +369,25 @@ def test_a_second_turn_reuses_the_aged_cache(engine):
     assert first.kv_bits == 4 and second.context_tokens == len(following) + 8
 
 
-def test_a_prefix_round_trips_through_the_disk_with_its_tiers(loaded, tmp_path):
+@pytest.mark.parametrize("aging", [AGING, LOW_ROTATED], ids=["k8v4-band", "rotated"])
+def test_a_prefix_round_trips_through_the_disk_with_its_tiers(loaded, tmp_path, aging):
+    kv = KVSettings.aged(aging)
     ids = random_ids(loaded, 700, seed=10)
-    cache = filled(loaded, AGED, ids)
+    cache = filled(loaded, kv, ids)
     stored = PrefixCache(PrefixCacheSettings(folder=tmp_path / "prefix"))
     layers = cache.layers_at(650)
-    assert stored.store("model-id", "folder", AGED, ids[:650], layers) is not None
+    assert stored.store("model-id", "folder", kv, ids[:650], layers) is not None
     reopened = PrefixCache(PrefixCacheSettings(folder=tmp_path / "prefix"))
-    entry, source = reopened.lookup("model-id", AGED, ids[:650] + [5, 6])
+    entry, source = reopened.lookup("model-id", kv, ids[:650] + [5, 6])
     assert source == "disk"
     for saved, loaded_layer in zip(layers, entry.layers, strict=True):
         assert isinstance(loaded_layer, AgedKVCache)
-        assert loaded_layer.aging == AGING and loaded_layer.offset == 650
+        assert loaded_layer.aging == aging and loaded_layer.offset == 650
         for a, b in zip(saved.pieces(0, 650), loaded_layer.pieces(0, 650), strict=True):
             assert a[0] == b[0] and _equal(a[1], b[1]) and _equal(a[2], b[2])
     # Another precision never reads it.
     assert reopened.lookup("model-id", KVSettings(bits=4), ids[:650] + [5]) is None
-    adopted = ConversationCache(loaded.model, AGED)
+    adopted = ConversationCache(loaded.model, kv)
     adopted.adopt(entry.layers, ids[:650])
     want = next_logits(loaded, copy.deepcopy(layers))
     assert max_difference(next_logits(loaded, adopted.layers), want) < 1e-5

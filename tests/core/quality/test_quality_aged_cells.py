@@ -11,6 +11,7 @@ from app.core.quality.cells import KV, Cell, aged_cell, grid
 from app.core.quality.plan import plan_check
 from app.core.quality.preset_quality import StoredResult, preset_quality
 from app.core.quality.probes import ProbeSizes
+from app.core.quality.report_text import table
 
 # Texts long enough (256 tokens) that a 64-token window over a 64-token block leaves
 # most of every text's scored positions reading old tokens at the floor.
@@ -88,6 +89,10 @@ def test_check_quality_measures_a_user_presets_aging_on_the_model(
     # uniform 4-bit's order of magnitude.
     assert results[small_key].mean_kl > 0.0
     assert results[small_key].mean_kl < 10 * results["kv:4:64"].mean_kl
+
+    text = table(report)
+    assert "aged KV (64 exact, then 4-bit), group 64" in text
+    assert "its cost shows only on longer" in " ".join(text.split())
 
     stored = {
         key: StoredResult(result, "2026-12-01T00:00:00Z", SIZES.name)
