@@ -2,9 +2,10 @@
 
 ``memory_vs_turns.png``: KV bytes, process RSS and decode speed per turn of the long
 conversation, auto-trim on vs off. ``tps_vs_context.png``: decode speed against context
-length per KV precision. ``longdoc_memory.png``: memory of a long document read in
-segments vs whole. ``aged_kv_recall_vs_bytes.png``: pass-key recall against KV bytes of
-aged and uniform caches (`aged_kv`). A plot whose part did not run is not drawn.
+length per KV precision. ``longdoc_memory.png``: decode speed and peak memory of a long
+document read whole at 16/4-bit KV and in segments at 4-bit.
+``aged_kv_recall_vs_bytes.png``: pass-key recall and KL against KV bytes of aged and
+uniform caches (`aged_kv`). A plot whose part did not run is not drawn.
 """
 
 from __future__ import annotations
@@ -145,45 +146,62 @@ def draw_tps_vs_context(results: dict, path: Path) -> bool:
 
 
 def draw_longdoc_memory(results: dict, path: Path) -> bool:
-    """Draw memory of a long document read segmented vs whole; False without data."""
+    """Decode speed and MLX peak memory: whole at 16/4-bit vs segments at 4-bit."""
     part = _part(results, "long_document")
-    series = part["figures"].get("memory_series") if part else None
-    if not series:
+    figures = part and part.get("figures", {})
+    if not figures or "segmented" not in figures:
         return False
     plt = _pyplot()
-    fig, axes = plt.subplots(2, 1, figsize=(6.5, 6), sharex=True)
-    styles = {
-        "segmented": {
-            "color": COLOURS["on"],
-            "marker": "o",
-            "label": "read in segments",
-        },
-        "whole": {"color": COLOURS["off"], "marker": "s", "label": "read whole"},
-    }
-    for mode, points in series.items():
-        style = styles.get(mode, {"label": mode})
-        x = [p["tokens"] for p in points]
-        for ax, field in zip(axes, ("kv_bytes", "peak_memory_bytes"), strict=True):
-            y = [p[field] / MIB for p in points]
-            ax.plot(x, y, markersize=7 if mode == "whole" else 4, **style)
-            ax.annotate(
-                f"{y[-1]:.1f} MiB",
-                (x[-1], y[-1]),
+    fig, axes = plt.subplots(2, 1, figsize=(6.5, 6.5), sharex=True)
+    series = []
+    for bits, reading in figures["whole"].items():
+        points = reading["points"]
+        x = [p["context_tokens"] for p in points]
+        series.append((f"whole, {bits}-bit KV", COLOURS.get(bits), "s", x, points))
+        if reading.get("stopped") and points:
+            axes[0].annotate(
+                "stopped",
+                (x[-1], points[-1]["decode_tokens_per_s"]),
                 textcoords="offset points",
-                xytext=(-8, 6),
-                ha="right",
-                fontsize=8,
+                xytext=(4, -10),
+                fontsize=7,
             )
-    axes[0].set_ylabel("KV cache (MiB)")
+    seg = figures["segmented"]
+    steps = seg["steps"]
+    series.append(
+        (
+            f"{seg['segments']} segments, {seg['bits']}-bit KV",
+            COLOURS["on"],
+            "o",
+            [p["tokens_read"] for p in steps],
+            steps,
+        )
+    )
+    for label, colour, marker, x, points in series:
+        axes[0].plot(
+            x,
+            [p["decode_tokens_per_s"] for p in points],
+            marker=marker,
+            color=colour,
+            label=label,
+        )
+        axes[1].plot(
+            x,
+            [p["peak_memory_bytes"] / MIB for p in points],
+            marker=marker,
+            color=colour,
+            label=label,
+        )
+    axes[0].set_ylabel("decode tok/s")
     axes[1].set_ylabel("MLX peak memory (MiB)")
-    axes[1].set_xlabel("document tokens read (segments: after each step)")
+    axes[1].set_xlabel("context tokens (whole) / document tokens read (segments)")
     for ax in axes:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="center left")
-    doc = part["figures"]["runs"]["whole"]["document_tokens"]
+    axes[0].legend(fontsize=8)
     fig.suptitle(
-        f"Long document ({doc} tokens): memory per step\n{_caption(results)}",
+        f"Long document ({figures['document_tokens']:,} tokens): speed and memory\n"
+        f"{_caption(results)}",
         fontsize=10,
     )
     fig.tight_layout()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from app import __version__
 from app.cli import blas
@@ -78,6 +79,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="run the real window that long (gauge live, replies, a trim) and check it",
     )
+    parser.add_argument(
+        "--model",
+        dest="window_model",
+        metavar="DIR",
+        help="open the desktop app with this mlx-lm model folder loaded",
+    )
     subcommands = parser.add_subparsers(dest="command", parser_class=_OneLineParser)
     if command in COMMAND_MODULES:
         names = [COMMAND_MODULES[command]]
@@ -88,10 +95,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Options before the command that take a value (``swapless --model DIR``).
+_VALUE_OPTIONS = ("--model", "--soak")
+
+
 def _command_in(argv: list[str]) -> str | None:
     """The subcommand named in ``argv`` (its first non-option word), if any."""
-    for word in argv:
-        if not word.startswith("-"):
+    words = iter(argv)
+    for word in words:
+        if word in _VALUE_OPTIONS:
+            next(words, None)  # its value is not a command
+        elif not word.startswith("-"):
             return word
     return None
 
@@ -111,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_soak(args.soak)
     if args.command is None:
-        return _run_desktop_or_chat(argv)
+        return _run_desktop_or_chat(argv, args.window_model)
     try:
         code = int(args.run(args) or EXIT_OK)
         sys.stdout.flush()  # a reader that left early is noticed here, not at exit
@@ -150,8 +164,13 @@ def _output_closed() -> int:
     return EXIT_OUTPUT_CLOSED
 
 
-def _run_desktop_or_chat(argv: list[str]) -> int:
-    """Open the desktop app; without a usable display, fall back to the terminal chat."""
+def _run_desktop_or_chat(argv: list[str], model: str | None = None) -> int:
+    """Open the desktop app; without a usable display, fall back to the terminal chat.
+
+    Args:
+        argv: The arguments given (the chat fallback takes them as they are).
+        model: ``--model DIR``: the folder the window loads at start.
+    """
     if not _has_display():
         print(
             "swapless: no display found (DISPLAY/WAYLAND_DISPLAY unset); starting the "
@@ -167,7 +186,23 @@ def _run_desktop_or_chat(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return main(["chat", *argv])
+    if model is not None:
+        folder = Path(model).expanduser()
+        if not folder.is_dir():
+            return _fail(f"--model {model}: no such folder")
+        return run_app(_without_option(argv, "--model"), model=folder.resolve())
     return run_app(argv)
+
+
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """``argv`` without ``option VALUE`` / ``option=VALUE`` (what is left goes to Qt)."""
+    kept, words = [], iter(argv)
+    for word in words:
+        if word == option:
+            next(words, None)
+        elif not word.startswith(f"{option}="):
+            kept.append(word)
+    return kept
 
 
 def _has_display() -> bool:

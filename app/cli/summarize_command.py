@@ -1,10 +1,16 @@
 """`swapless summarize`: read a long document with a bounded KV cache and answer about it.
 
-For terminals, scripts and tests. One progress line per segment goes to stderr (segment
-i/n, tokens/s, KV and peak memory) and the answer to stdout; ``--json`` prints one JSON
-object per segment and a final one instead. Ctrl+C stops after the current token (a
-second Ctrl+C at once); the notes of finished segments are stored, so running the same
-command again resumes at the next segment (see `app.core.longdoc.resume`).
+For terminals, scripts and tests. The plan comes first, in one line (whole or N
+segments of ~K tokens, the predicted KV peak, the time estimate from this machine's
+measured speed). On a terminal a progress bar (tqdm) follows the reading on stderr —
+segment i of N, tokens read, tokens/s, time left — with one line per finished segment
+above it; without a terminal only those lines are written. The answer goes to stdout,
+followed by the segments each of its points came from. ``--json`` prints one JSON
+object per segment (its notes included) and a final one instead. Ctrl+C stops within
+a second (a second Ctrl+C at once); the notes of finished segments are stored, so
+running the same command again resumes at the next segment (`app.core.longdoc.resume`).
+
+Files: text, Markdown, source code, HTML, PDF (with a text layer) and Word .docx.
 """
 
 from __future__ import annotations
@@ -24,13 +30,17 @@ def register(subcommands) -> None:
     """Add the subcommand to the parser."""
     parser = subcommands.add_parser(
         "summarize",
-        help="read a long text/Markdown file in segments and answer about it",
-        description="Read a text or Markdown file with a KV cache bounded by one "
-        "segment, then answer a question about it (default: summarize it). The "
+        help="read a long document (text, Markdown, code, HTML, PDF, DOCX) and "
+        "answer about it",
+        description="Read a document with a KV cache bounded by one segment, then "
+        "answer a question about it (default: summarize it). Text, Markdown, source "
+        "code, HTML, PDF (with a text layer) and Word .docx files are read. The "
         "document and the answer are stored in a conversation; an interrupted run "
         "resumes at the next segment when run again.",
     )
-    parser.add_argument("file", metavar="FILE", help="UTF-8 or UTF-16 text file")
+    parser.add_argument(
+        "file", metavar="FILE", help="text, Markdown, code, HTML, PDF or .docx file"
+    )
     parser.add_argument(
         "--question", metavar="TEXT", help="what to answer (default: a summary)"
     )
@@ -53,7 +63,7 @@ def register(subcommands) -> None:
         "--mode",
         choices=MODES,
         default="auto",
-        help="auto: whole if it fits comfortably, else segments",
+        help="auto: whole if it fits comfortably in memory and time, else segments",
     )
     parser.add_argument(
         "--model", metavar="DIR", help="mlx-lm model folder (default: demo)"
@@ -73,6 +83,11 @@ def register(subcommands) -> None:
         action="store_true",
         help="one JSON object per segment, then one with the answer",
     )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar, even on a terminal",
+    )
     parser.set_defaults(run=run)
 
 
@@ -84,12 +99,64 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+class ProgressBar:
+    """The tqdm bar on stderr, or nothing when stderr is not a terminal.
+
+    Lines written through `say` appear above the bar without breaking it.
+    """
+
+    def __init__(self, enabled: bool):
+        self._enabled = enabled
+        self._bar = None
+
+    def say(self, message: str) -> None:
+        if self._bar is not None:
+            self._bar.write(message, file=sys.stderr)
+        else:
+            _say(message)
+
+    def update(self, event) -> None:
+        """Show a `ReadingProgress`."""
+        if not self._enabled:
+            return
+        from app.core.longdoc.plan_words import duration
+
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=event.document_tokens,
+                unit="tok",
+                file=sys.stderr,
+                dynamic_ncols=True,
+                # tqdm prefixes a postfix with ", ": the description has no prefix.
+                bar_format="{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} tokens · "
+                "{desc}",
+            )
+        if event.phase == "answering":
+            where = "answer"
+        else:
+            where = f"segment {event.index + 1}/{event.segments}"
+            where += " notes" if event.phase == "notes" else ""
+        self._bar.n = event.tokens_read
+        self._bar.set_description_str(
+            f"{where} · {event.tokens_per_s:,.1f} tok/s · {duration(event.eta_s)} left",
+            refresh=True,
+        )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
 def run(args: argparse.Namespace) -> int:
     """Read the document, print progress and the answer; return the exit code."""
     from app.cli.runtime import open_runtime
     from app.core.longdoc import (
         AnswerChunk,
         LongDocumentRunner,
+        ReadingProgress,
         RunFinished,
         RunStarted,
         SegmentFinished,
@@ -106,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     )
     runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
     runner = LongDocumentRunner(runtime.engine, runtime.store, preset, seed=args.seed)
+    bar = ProgressBar(sys.stderr.isatty() and not args.no_progress)
 
     def on_sigint(signum, frame):
         if runner.cancelled:  # pressed again: quit now (the reading stays resumable)
@@ -119,30 +187,36 @@ def run(args: argparse.Namespace) -> int:
             document, args.question, conversation_id=args.conversation, mode=args.mode
         )
         for event in events:
-            if isinstance(event, RunStarted):
+            if isinstance(event, ReadingProgress):
+                bar.update(event)
+            elif isinstance(event, RunStarted):
                 _say(
                     f"{document.name}: {event.document_tokens:,} tokens, conversation "
                     f"{event.conversation_id}. {event.mode_reason}"
                 )
+                _say(f"Plan: {event.plan_line}")
                 if event.resumed_from:
                     _say(
                         f"Resuming at segment {event.resumed_from + 1} of "
                         f"{event.segments} (earlier notes are stored)."
                     )
             elif isinstance(event, SegmentFinished):
-                _say(
+                bar.say(
                     f"segment {event.index + 1}/{event.segments}: {event.tokens} "
                     f"tokens, {event.tokens_per_s:.1f} tok/s, {event.seconds:.2f} s, "
                     f"KV {_mib(event.kv_bytes)}, peak {_mib(event.peak_memory_bytes)}, "
                     f"notes {event.notes_tokens} tokens"
                 )
                 if args.json:
-                    print(json.dumps(_segment_json(event)), flush=True)
+                    print(
+                        json.dumps(_segment_json(event), ensure_ascii=False), flush=True
+                    )
             elif isinstance(event, AnswerChunk) and not args.json:
                 print(event.text, end="", flush=True)
             elif isinstance(event, RunFinished):
                 finished = event
     finally:
+        bar.close()
         signal.signal(signal.SIGINT, previous)
         runtime.close()
     if args.json:
@@ -150,10 +224,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(flush=True)
     if finished.cancelled:
-        _say(
-            f"Stopped with {finished.next_segment} of {finished.segments} segment(s) "
-            "read; run the same command again to resume."
-        )
+        if finished.stopped_whole:
+            _say(
+                "Stopped the whole reading; nothing of it could be kept. Run again "
+                "with --mode segments to keep notes as it goes."
+            )
+        else:
+            _say(
+                f"Stopped with {finished.next_segment} of {finished.segments} "
+                "segment(s) read; run the same command again to resume."
+            )
         return EXIT_CANCELLED
     return 0
 
@@ -169,7 +249,9 @@ def _segment_json(event) -> dict:
         "kv_bytes": event.kv_bytes,
         "peak_memory_bytes": event.peak_memory_bytes,
         "notes_tokens": event.notes_tokens,
+        "notes": event.notes,
         "tokens_per_s": round(event.tokens_per_s, 2),
+        "prefill_s": round(event.prefill_s, 3),
         "seconds": round(event.seconds, 3),
     }
 
@@ -178,6 +260,10 @@ def _final_json(event) -> dict:
     """The run's result; ``resumed_from`` is the 0-based index of its first segment."""
     return {
         "answer": event.answer,
+        "sources": [
+            {"point": point, "segments": list(numbers)}
+            for point, numbers in event.sources
+        ],
         "cancelled": event.cancelled,
         "mode": event.mode,
         "mode_reason": event.mode_reason,

@@ -61,13 +61,13 @@ def document_started_notice(name: str, event) -> str:
     size = f"{format_count(event.document_tokens)} tokens"
     if event.resumed_from:
         return (
-            f"Continuing {name} at part {event.resumed_from + 1} of {event.segments}: "
-            "the parts read before were kept."
+            f"Continuing {name} at segment {event.resumed_from + 1} of "
+            f"{event.segments}: the segments read before were kept."
         )
     if event.mode == "segments":
         return (
-            f"{name} is long ({size}), so Swapless reads it in {event.segments} parts "
-            "and keeps only notes of each: the KV cache stays under "
+            f"{name} is long ({size}), so Swapless reads it in {event.segments} "
+            "segments and keeps only notes of each: the KV cache stays under "
             f"{format_bytes(event.kv_bytes_limit)} however long the document is."
         )
     return f"Reading {name} whole ({size}): it fits in the context."
@@ -75,8 +75,13 @@ def document_started_notice(name: str, event) -> str:
 
 def document_stopped_notice(event) -> str:
     """The notice after a stopped reading (``event``: a `RunFinished`, cancelled)."""
+    if event.stopped_whole:
+        return (
+            "Stopped the whole reading; nothing of it could be kept. The card above "
+            "the message box can read it in segments, keeping notes as it goes."
+        )
     return (
-        f"Stopped after {event.next_segment} of {event.segments} parts; their notes "
-        "are kept. Attach the same file with the same question to continue where it "
-        "stopped."
+        f"Stopped after {event.next_segment} of {event.segments} segments; their "
+        "notes are kept. Resume on the card above the message box (also after a "
+        "restart) to continue at the next one."
     )

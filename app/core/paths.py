@@ -93,6 +93,16 @@ def settings_path() -> Path:
     return app_home() / "settings.toml"
 
 
+def speed_record_path() -> Path:
+    """Return the file of prefill and decode speeds measured on this machine."""
+    return app_home() / "measured-speed.json"
+
+
+def known_files_path() -> Path:
+    """Return the file that remembers where documents were read from (for Resume)."""
+    return app_home() / "document-files.json"
+
+
 def logs_dir() -> Path:
     """Return the folder for log files."""
     return _subdir("logs")

@@ -69,11 +69,12 @@ def load_settings_or_defaults():
         return AppSettings(), str(exc)
 
 
-def run_app(argv: list[str] | None = None) -> int:
+def run_app(argv: list[str] | None = None, model: Path | None = None) -> int:
     """Run the desktop app until its window closes.
 
     Args:
         argv: Extra command-line arguments (passed to Qt, e.g. ``-platform``).
+        model: A model folder to load at start instead of the last one (``--model``).
 
     Returns:
         The exit code: 0, or 2 when the conversation store cannot be opened or this
@@ -103,6 +104,8 @@ def run_app(argv: list[str] | None = None) -> int:
     app.setApplicationDisplayName("Swapless")
     app.setDesktopFileName("swapless")
     settings, settings_problem = load_settings_or_defaults()
+    if model is not None:
+        settings = settings.with_changes(last_model=str(model))
 
     from app.ui.theme import apply_theme
 

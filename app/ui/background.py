@@ -52,14 +52,22 @@ class _Runnable(QRunnable):
 
 
 class TaskSet(QObject):
-    """Background jobs of one window or dialog, and their callbacks."""
+    """Background jobs of one window or dialog, and their callbacks.
+
+    Args:
+        parent: The window or dialog whose lifetime the callbacks share.
+        pool: A thread pool other than Qt's global one, for a job that waits for
+            minutes (a quality check) and must not hold one of the few global threads
+            that folder scans and verdicts need.
+    """
 
     _task_progressed = Signal(int, object)
     _task_finished = Signal(int, object)
     _task_failed = Signal(int, object)
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, pool: QThreadPool | None = None):
         super().__init__(parent)
+        self._pool = pool
         self._ids = itertools.count(1)
         self._callbacks: dict[int, tuple] = {}
         # Emitted from pool threads; this object lives on the UI thread, so these
@@ -82,7 +90,8 @@ class TaskSet(QObject):
         """
         task_id = next(self._ids)
         self._callbacks[task_id] = (on_finished, on_failed, on_progress)
-        QThreadPool.globalInstance().start(_Runnable(self, task_id, function))
+        pool = self._pool or QThreadPool.globalInstance()
+        pool.start(_Runnable(self, task_id, function))
         return task_id
 
     @property

@@ -46,7 +46,7 @@ def meter_text(state, streamed: int = 0) -> str:
     approx = "" if state.exact and not streamed else "≈"
     limit = f"{format_count(state.effective_limit)}"
     if state.preset_limit > state.effective_limit:
-        limit += f" (preset {format_count(state.preset_limit)}, device limit lower)"
+        limit += f" (preset {format_count(state.preset_limit)}, less fits this model and device)"
     tiers = _tiers(state)
     if tiers:
         held = " · ".join(
@@ -83,7 +83,8 @@ def meter_tooltip(state) -> str:
         f"({'measured on the cache' if state.exact else 'estimated from the prompt'})</td></tr>"
         f"<tr><td><b>Limit</b></td><td>&nbsp;{format_count(state.effective_limit)}</td>"
         "<td style='color: gray'>the smaller of the preset's max_context "
-        f"({format_count(state.preset_limit)}) and this device's max safe context</td></tr>"
+        f"({format_count(state.preset_limit)}), the model's trained context and this device's "
+        "max safe context</td></tr>"
         f"<tr><td><b>Next trim</b></td><td>&nbsp;{format_count(state.next_trim_at)}</td>"
         "<td style='color: gray'>once this many tokens are held, the next message first "
         "summarises the oldest turns (room is kept for a whole reply); earlier under "

@@ -9,10 +9,9 @@ come back as past-tense signals (`model_loaded`, `chunk_received`,
 runs on the engine's own thread behind them. `cancel` is the one method meant to be
 called directly from the UI thread while a request runs: it is thread-safe.
 
-Every run — a chat turn (send, regenerate, edit) or a document — is an iterator of the
-core's frozen events, relayed here by one loop as signals, with one `CancelToken` per
-request (created when the request is made, so a Stop pressed while it is still queued
-counts too). The numbers of the context meter come from `app.core.budget.context_state`.
+Every chat turn (send, regenerate, edit) is an iterator of the core's frozen events,
+relayed here by one loop as signals, with one `CancelToken` per request (created when
+the request is made, so a Stop pressed while it is still queued counts too). The numbers of the context meter come from `app.core.budget.context_state`.
 
 Errors: a `KnownError` travels as a `WorkerError` with its message for the user; any other
 exception is a bug, logged here with its traceback, and reported as a generic failure.
@@ -77,14 +76,10 @@ class GenerationWorker(QObject):
     preset_applied = Signal(int, object)
     preset_failed = Signal(int, object)
     context_measured = Signal(object)
-    document_started = Signal(int, object)
-    document_progressed = Signal(int, object)
-    document_finished = Signal(int, object)
 
     _load_requested = Signal(str)
     _demo_requested = Signal()
     _send_requested = Signal(object, str, object, object)
-    _document_requested = Signal(object, str, str, object, object)
     _regenerate_requested = Signal(int, object)
     _edit_requested = Signal(int, int, str, object)
     _preset_requested = Signal(int, object)
@@ -113,7 +108,6 @@ class GenerationWorker(QObject):
         self._token: CancelToken | None = None
         self._parked = False
         self._load_requested.connect(self._on_load_requested)
-        self._document_requested.connect(self._on_document_requested)
         self._demo_requested.connect(self._on_demo_requested)
         self._send_requested.connect(self._on_send_requested)
         self._regenerate_requested.connect(self._on_regenerate_requested)
@@ -139,19 +133,6 @@ class GenerationWorker(QObject):
     ) -> None:
         """Send a user message; None starts a new conversation with ``preset``."""
         self._send_requested.emit(conversation_id, text, preset, self._new_token())
-
-    def read_document(
-        self, conversation_id: int | None, path: str, question: str, preset: Preset
-    ) -> None:
-        """Read a document into a conversation (None: a new one) and answer about it.
-
-        The long-document runner keeps the KV cache to one segment plus notes; progress
-        comes as `document_started`, `document_progressed`, `chunk_received` (the
-        answer) and `document_finished`.
-        """
-        self._document_requested.emit(
-            conversation_id, str(path), question, preset, self._new_token()
-        )
 
     def regenerate(self, conversation_id: int) -> None:
         """Replace the last reply of a conversation with a new one."""
@@ -324,38 +305,6 @@ class GenerationWorker(QObject):
         except Exception as exc:
             self._fail_turn(conversation_id, exc)
 
-    @Slot(object, str, str, object, object)
-    def _on_document_requested(
-        self, conversation_id, path: str, question: str, preset, token
-    ) -> None:
-        if self._parked:
-            return  # the window has shut down
-        from app.core.longdoc import LongDocumentRunner, read_document
-
-        cid = conversation_id if conversation_id is not None else -1
-        try:
-            self.sessions.require_model()
-            document = read_document(path)
-            runner = LongDocumentRunner(
-                self.engine,
-                self.store,
-                preset,
-                budget_settings=self._settings.budget(),
-                cancel=token,
-            )
-            events = runner.run(
-                document, question or None, conversation_id=conversation_id
-            )
-            cid, finished = self._relay(cid, events)
-        except Exception as exc:
-            self._fail_turn(cid, exc)
-            return
-        finally:
-            # The runner used (and freed) the conversation's cache key: start afresh.
-            self.sessions.forget(cid)
-        self.document_finished.emit(cid, finished)
-        self._measure(cid)
-
     def _run_turn(self, cid: int, turn) -> None:
         """Run one chat turn's events to the end; emit its outcome."""
         self.turn_started.emit(cid)
@@ -367,17 +316,15 @@ class GenerationWorker(QObject):
     def _relay(self, cid: int, events: Iterable) -> tuple[int, object]:
         """The one loop: pass a run's events on as signals; return (cid, last event).
 
-        The last event is the run's `TurnFinished` or `RunFinished`. A document run
-        may move to another conversation (a new chat, or an unfinished reading of the
-        same file resumed): its `RunStarted` says which.
+        The last event is the turn's `TurnFinished`. (Documents are read by the
+        `DocumentWorker` on a thread of their own, so other conversations go on.)
         """
         from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
         from app.core.engine.events import GenerationEvent, PrefillProgress
-        from app.core.longdoc import AnswerChunk, RunFinished, RunStarted
 
         finished = None
         for event in events:
-            if isinstance(event, GenerationEvent | AnswerChunk):
+            if isinstance(event, GenerationEvent):
                 if event.text:
                     self.chunk_received.emit(cid, event.text)
             elif isinstance(event, PrefillProgress):
@@ -386,15 +333,8 @@ class GenerationWorker(QObject):
                 self.trim_started.emit(cid, event)
             elif isinstance(event, Trimmed):
                 self.trim_happened.emit(cid, event.outcome)
-            elif isinstance(event, TurnFinished | RunFinished):
+            elif isinstance(event, TurnFinished):
                 finished = event
-            elif isinstance(event, RunStarted):
-                if cid != event.conversation_id:
-                    cid = event.conversation_id
-                    self.conversation_started.emit(cid)
-                self.document_started.emit(cid, event)
-            else:  # a segment started or finished
-                self.document_progressed.emit(cid, event)
         return cid, finished
 
     def _fail_turn(self, cid: int, exc: Exception) -> None:

@@ -5,6 +5,8 @@ in the controllers, each with its own signals and tests:
 
 * `SettingsController`: the settings, their dialog, the theme;
 * `ModelController` and `ModelPickerController`: loading models, the picker, Models…;
+* `QualityCheckController`: Check quality in Models…, the stored results of the
+  loaded model that the preset picker and editor show;
 * `CurrentConversationController` and `PresetPickerController`: the open conversation
   and its preset;
 * `TurnController` and `DocumentController`: turns, the live reply, documents;
@@ -43,11 +45,13 @@ from app.ui.context_meter_controller import ContextMeterController
 from app.ui.conversation_list_controller import ConversationListController
 from app.ui.conversation_list_view import ConversationListView
 from app.ui.current_conversation_controller import CurrentConversationController
+from app.ui.document_card_view import DocumentCardView
 from app.ui.document_controller import DocumentController
 from app.ui.model_controller import DEMO, ModelController
 from app.ui.model_picker_controller import ModelPickerController
 from app.ui.notices_controller import NoticesController
 from app.ui.preset_picker_controller import PresetPickerController
+from app.ui.quality_check_controller import QualityCheckController
 from app.ui.server_controller import ServerController
 from app.ui.settings_controller import SettingsController
 from app.ui.status_area_view import StatusAreaView
@@ -124,6 +128,8 @@ class MainWindow(QMainWindow):
         centre_layout.setContentsMargins(0, 0, 0, 0)
         centre_layout.setSpacing(0)
         centre_layout.addWidget(self.main_stack, 1)
+        self.document_card = DocumentCardView()
+        centre_layout.addWidget(self.document_card)
         centre_layout.addWidget(self.composer)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")
@@ -137,6 +143,7 @@ class MainWindow(QMainWindow):
         self.notice_area = self.status_area.notice_area
         self.memory_gauge = self.status_area.memory_gauge
         self.context_meter = self.status_area.context_meter
+        self.document_progress = self.status_area.document_progress
         root = QWidget()
         root_layout = QVBoxLayout(root)
         root_layout.setContentsMargins(0, 0, 0, 0)
@@ -149,7 +156,7 @@ class MainWindow(QMainWindow):
         worker = self.worker
         self.settings_controller = SettingsController(settings, worker, self)
         self.models = ModelController(
-            worker, self.settings_controller, lambda: self.turns.busy, self
+            worker, self.settings_controller, self._busy, self
         )
         self.current = CurrentConversationController(
             self.store, worker, self.settings_controller, self
@@ -164,7 +171,16 @@ class MainWindow(QMainWindow):
             self,
         )
         self.documents = DocumentController(
-            worker, self.turns, self.current, self.composer, self
+            self.threads.documents,
+            worker,
+            self.store,
+            self.turns,
+            self.current,
+            self.models,
+            self.composer,
+            self.document_card,
+            self.document_progress,
+            self,
         )
         self.conversation_list = ConversationListController(
             self.store,
@@ -185,10 +201,20 @@ class MainWindow(QMainWindow):
             self.settings_controller,
             self,
         )
-        self.model_picker = ModelPickerController(
-            self.toolbar, self.models, self.settings_controller, self.sampler, self
+        self.quality = QualityCheckController(
+            worker, self.models, self.store, lambda: self.turns.busy, self
         )
-        self.preset_picker = PresetPickerController(self.toolbar, self.current, self)
+        self.model_picker = ModelPickerController(
+            self.toolbar,
+            self.models,
+            self.settings_controller,
+            self.sampler,
+            self,
+            quality=self.quality,
+        )
+        self.preset_picker = PresetPickerController(
+            self.toolbar, self.current, self, quality=self.quality
+        )
         self.server = ServerController(worker, self.settings_controller, self)
 
     def _build_actions(self) -> None:
@@ -199,7 +225,9 @@ class MainWindow(QMainWindow):
             "Search", QKeySequence.StandardKey.Find, self.list_view.focus_search
         )
         self.stop_action = self._action(
-            "Stop", QKeySequence(Qt.Key.Key_Escape), self.turns.stop
+            "Stop",
+            QKeySequence(Qt.Key.Key_Escape),
+            lambda: self.documents.stop_here() or self.turns.stop(),
         )
         self.settings_action = self._action(
             "Settings", QKeySequence("Ctrl+,"), self.settings_controller.open_dialog
@@ -226,6 +254,10 @@ class MainWindow(QMainWindow):
         models.load_failed.connect(self._on_models_load_failed)
         models.load_refused.connect(notices.show_refusal)
         turns.busy_changed.connect(self._on_turns_busy_changed)
+        self.documents.busy_changed.connect(self._on_turns_busy_changed)
+        self.documents.conversation_created.connect(self.conversation_list.refresh)
+        self.documents.document_failed.connect(notices.show_reply_failed)
+        self.documents.refused.connect(notices.show_document_refused)
         turns.trimmed.connect(notices.show_trim)
         turns.reply_failed.connect(notices.show_reply_failed)
         self.documents.document_started.connect(notices.show_document_started)
@@ -272,7 +304,7 @@ class MainWindow(QMainWindow):
     def _update_main_view(self, *_args) -> None:
         welcome = self.models.info is None and self.current.conversation_id is None
         self.main_stack.setCurrentWidget(
-            self.welcome_view if welcome and not self.turns.busy else self.chat_view
+            self.welcome_view if welcome and not self._busy() else self.chat_view
         )
 
     def _on_models_loading_started(self, folder: str) -> None:
@@ -291,13 +323,19 @@ class MainWindow(QMainWindow):
             self.memory_gauge.set_weights_bytes(0)
         self._update_main_view()
 
-    def _on_turns_busy_changed(self, busy: bool) -> None:
+    def _busy(self) -> bool:
+        """A reply or a document is being written (the model must not change)."""
+        return self.turns.busy or self.documents.busy
+
+    def _on_turns_busy_changed(self, _busy: bool) -> None:
+        busy = self._busy()
         self.stop_action.setEnabled(busy)
         self.model_picker.set_enabled(not busy)
         self._update_main_view()
 
     def _on_settings_controller_settings_changed(self, settings, _previous) -> None:
         self.memory_gauge.set_cap_fraction(settings.memory_cap_fraction)
+        self.threads.documents.settings = settings  # read when the next reading starts
 
     # -- events and shutdown ------------------------------------------------------------
 
@@ -310,6 +348,8 @@ class MainWindow(QMainWindow):
             self.composer,
             self.toast,
             self.notice_area,
+            self.document_card,
+            self.document_progress,
         )
 
     def _controllers(self) -> tuple[QObject, ...]:
@@ -324,6 +364,7 @@ class MainWindow(QMainWindow):
             self.meter,
             self.model_picker,
             self.preset_picker,
+            self.quality,
             self.server,
         )
 
@@ -361,7 +402,9 @@ class MainWindow(QMainWindow):
             log.warning("window state not saved: %s", exc)
         if self.model_picker.manager is not None:
             self.model_picker.manager.cancel_download()
+        self.quality.stop()  # the check ends at its next forward pass
         self.server.stop()  # its replies stop within a token, before the engine does
+        self.documents.shutdown()
         stopped = self.threads.stop()
         for tasks in self.findChildren(TaskSet):
             tasks.forget_all()

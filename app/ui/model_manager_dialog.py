@@ -4,9 +4,11 @@ Models come from `model_catalog.find_models` (the window scans, off the UI threa
 the loaded model always among them (the demo too) and marked; for each one the doctor's
 verdict for this machine (fits or not, usable context at 16/8/4 bits: what memory
 allows, capped by the context the model was trained for, and saying which) is worked
-out on a pool thread and filled in as it arrives, before anything is loaded. A Hugging Face repo id can be downloaded into ``SWAPLESS_HOME/models`` with
-progress and cancel (`model_download`); without internet it says so in words. The
-dialog is kept for the window's lifetime, so a download goes on while it is hidden.
+out on a pool thread and filled in as it arrives, before anything is loaded. A Hugging
+Face repo id can be downloaded into ``SWAPLESS_HOME/models`` with progress and cancel
+(`model_download`); without internet it says so in words. The `QualityPanelView`
+checks what compression costs on the loaded model. The dialog is kept for the
+window's lifetime, so a download (or a quality check) goes on while it is hidden.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from app.core.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
 from app.core.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
 from app.ui.background import TaskSet
+from app.ui.quality_panel_view import QualityPanelView
 from app.ui.welcome_view import DEMO_EXPLANATION
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ class ModelManagerDialog(QDialog):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Models")
-        self.resize(900, 620)
+        self.resize(900, 720)
         self.tasks = TaskSet(self)
         self.hub_endpoint: str | None = None
         self._settings = None
@@ -94,8 +97,10 @@ class ModelManagerDialog(QDialog):
         layout.addWidget(self.empty_label)
         self.details = QTextBrowser()
         self.details.setObjectName("modelDetails")
-        self.details.setMaximumHeight(150)
+        self.details.setMaximumHeight(130)
         layout.addWidget(self.details, 1)
+        self.quality_panel = QualityPanelView()
+        layout.addWidget(self.quality_panel)
 
         row = QHBoxLayout()
         self.load_button = QPushButton("Load")

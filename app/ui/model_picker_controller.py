@@ -32,9 +32,11 @@ class ModelPickerController(QObject):
         settings: The `SettingsController` (search folders).
         sampler: The memory sampler (its newest snapshot feeds the verdicts).
         window: Parent of the dialog.
+        quality: The `QualityCheckController` behind the dialog's quality box, or
+            None.
     """
 
-    def __init__(self, toolbar, models, settings, sampler, window):
+    def __init__(self, toolbar, models, settings, sampler, window, quality=None):
         super().__init__(window)
         self._toolbar = toolbar
         self._combo = toolbar.model_combo
@@ -42,6 +44,7 @@ class ModelPickerController(QObject):
         self._settings = settings
         self._sampler = sampler
         self._window = window
+        self._quality = quality
         self._tasks = TaskSet(self)
         self._filling = False
         self.found: list[LocalModel] = []
@@ -91,8 +94,12 @@ class ModelPickerController(QObject):
             self.manager.demo_requested.connect(self._models.load_demo)
             self.manager.folders_changed.connect(self._settings.set_model_folders)
             self.manager.catalog_changed.connect(self.refresh)
+            if self._quality is not None:
+                self._quality.attach_panel(self.manager.quality_panel)
         self.manager.set_context(self._settings.settings, self._sampler.latest)
         self._update_manager()
+        if self._quality is not None:
+            self._quality.show_stored()
         self.manager.show()
         self.manager.raise_()
 

@@ -150,6 +150,10 @@ class NoticesController(QObject):
         text = document_started_notice(name, event)
         self.show(Notice("document", "info", text, timeout_ms=INFO_MS))
 
+    def show_document_refused(self, text: str) -> None:
+        """A document that cannot be read now (no model, another one is read)."""
+        self.show(Notice("document", "warning", text, timeout_ms=INFO_MS))
+
     def show_document_finished(self, _conversation_id: int, event) -> None:
         """A reading ended: say how to go on when it was stopped."""
         if event is not None and event.cancelled:

@@ -7,14 +7,18 @@ which says what is wrong in the form's own words (and catches combinations that 
 never work, such as a reply as long as the context); the field is marked, the words are
 shown under the form, and the buttons stay off until the preset can be used. The
 result can be applied to the shown conversation (saved with it) and/or saved as a user
-preset.
+preset. With a model loaded, a line under the form says what the chosen KV precision
+(or trim) measured on that model, and warns — icon, colour, tooltip — when it fails a
+threshold there; the words are the core's (`preset_quality`), as in the picker.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
+from types import SimpleNamespace
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -45,6 +49,7 @@ from app.core.presets import (
     builtin_presets,
     save_user_preset,
 )
+from app.core.quality.preset_quality import preset_quality
 
 CHOICES = {
     "kv_bits": VALID_KV_BITS,
@@ -81,13 +86,18 @@ class PresetEditorDialog(QDialog):
     Args:
         preset: The preset to start from.
         parent: The window.
+        quality: The loaded model's stored quality results (``Cell.key`` →
+            `StoredResult`), or None when no model is loaded (no quality line then).
     """
 
     preset_applied = Signal(object)
     preset_saved = Signal(object)
 
-    def __init__(self, preset: Preset, parent: QWidget | None = None):
+    def __init__(
+        self, preset: Preset, parent: QWidget | None = None, quality: dict | None = None
+    ):
         super().__init__(parent)
+        self._quality = quality
         self.setWindowTitle("Edit preset")
         self.setMinimumSize(560, 620)
         self._fields = {f.name: f for f in fields(Preset)}
@@ -121,6 +131,12 @@ class PresetEditorDialog(QDialog):
         scroll.setWidget(form_widget)
         layout.addWidget(scroll, 1)
 
+        self.quality_label = QLabel()
+        self.quality_label.setObjectName("presetQualityLine")
+        self.quality_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.quality_label.setWordWrap(True)
+        self.quality_label.hide()
+        layout.addWidget(self.quality_label)
         self.error_label = QLabel()
         self.error_label.setObjectName("presetError")
         self.error_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -208,10 +224,37 @@ class PresetEditorDialog(QDialog):
             self._say("\n".join(p.message for p in problems), colour)
         else:
             self.error_label.hide()
+        self._show_quality()
         valid = self._preset is not None
         self.apply_button.setEnabled(valid)
         self.save_button.setEnabled(valid)
         return valid
+
+    def _show_quality(self) -> None:
+        """Say what the form's KV precision and trim measured on the loaded model."""
+        if self._quality is None:
+            self.quality_label.hide()
+            return
+        values = self.values()
+        compression = SimpleNamespace(
+            kv_bits=values["kv_bits"],
+            kv_group=values["kv_group"],
+            trim_method=values["trim_method"],
+        )
+        name = values["name"] if isinstance(values["name"], str) else "this preset"
+        (quality,) = preset_quality({name: compression}, self._quality)
+        if quality.warning:
+            self.quality_label.setText("⚠ " + quality.summary)
+            self.quality_label.setStyleSheet(f"color: {ERROR_COLOUR};")
+            self.quality_label.setToolTip(quality.warning)
+        else:
+            self.quality_label.setText(quality.summary)
+            muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+            self.quality_label.setStyleSheet(
+                "" if quality.measured else f"color: {muted};"
+            )
+            self.quality_label.setToolTip("\n".join(quality.lines()))
+        self.quality_label.show()
 
     def _say(self, text: str, colour: str) -> None:
         self.error_label.setStyleSheet(f"color: {colour};")

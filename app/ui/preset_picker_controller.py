@@ -5,15 +5,31 @@ preset changed for one conversation is listed as "name · changed here", one tha
 only there as "name · this conversation" (the picker is as wide as its longest entry, so
 a name is never cut). Choosing or editing a preset goes
 to `CurrentConversationController.set_preset`, which saves it with the conversation.
+
+With a model loaded, each preset in the list carries what its compression measured on
+that model (`preset_quality`: the core writes the words; `PresetItemDelegate` shows
+them beside the name), and the label beside the picker says it for the open
+conversation's preset. A preset whose KV precision fails a threshold on this model
+gets the warning icon, the warning colour and the warning as its tooltip; nothing is
+changed for the user. With nothing measured the label says so, muted.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication, QStyle
 
 from app.core.errors import SettingsError
 from app.core.presets import Preset, all_presets, get_preset
+from app.core.quality.preset_quality import PresetQuality, preset_quality
 from app.ui.dialogs import show_error
+from app.ui.preset_item_delegate import (
+    QUALITY_ROLE,
+    WARNING_COLOUR,
+    WARNING_ROLE,
+    PresetItemDelegate,
+)
 
 CHANGED = " · changed here"  # a listed preset, changed for this conversation
 OWN = " · this conversation"  # a preset that exists only in this conversation
@@ -26,19 +42,27 @@ class PresetPickerController(QObject):
         toolbar: The `ToolbarView`.
         current: The `CurrentConversationController`.
         window: Parent of the dialogs.
+        quality: The `QualityCheckController` (stored results of the loaded model),
+            or None for no annotations.
     """
 
-    def __init__(self, toolbar, current, window):
+    def __init__(self, toolbar, current, window, quality=None):
         super().__init__(window)
         self._combo = toolbar.preset_combo
+        self._label = toolbar.preset_quality_label
         self._current = current
         self._window = window
+        self._quality = quality
         self._presets: dict[str, Preset] = {}
+        self._stored: dict | None = None
         self._filling = False
         self.editor = None
+        self._combo.setItemDelegate(PresetItemDelegate(self._combo))
         self._combo.activated.connect(self._on_preset_combo_activated)
         toolbar.preset_button.clicked.connect(self.open_editor)
         current.preset_changed.connect(self.select)
+        if quality is not None:
+            quality.results_changed.connect(self._on_quality_results_changed)
         self.fill()
 
     def fill(self) -> None:
@@ -46,17 +70,66 @@ class PresetPickerController(QObject):
         self._filling = True
         try:
             self._presets = all_presets()
+            self._stored = self._quality.stored() if self._quality else None
             self._combo.clear()
             for name, preset in self._presets.items():
                 self._combo.addItem(name, name)
-                self._combo.setItemData(
-                    self._combo.count() - 1,
-                    preset.description,
-                    Qt.ItemDataRole.ToolTipRole,
-                )
+                self._annotate(self._combo.count() - 1, preset)
         finally:
             self._filling = False
         self.select(self._current.preset())
+
+    def quality_of(self, preset: Preset) -> PresetQuality | None:
+        """What was measured about ``preset`` on the loaded model (None: no model)."""
+        if self._stored is None:
+            return None
+        return preset_quality({preset.name: preset}, self._stored)[0]
+
+    def _annotate(self, index: int, preset: Preset) -> None:
+        """Give one entry its tooltip, and its quality phrase and warning if measured."""
+        quality = self.quality_of(preset)
+        measured = quality is not None and quality.measured
+        tooltip = [preset.description]
+        if measured:
+            tooltip += quality.lines()
+            if quality.warning:
+                tooltip.append("Warning: " + quality.warning)
+        combo = self._combo
+        combo.setItemData(index, "\n".join(tooltip), Qt.ItemDataRole.ToolTipRole)
+        combo.setItemData(index, quality.summary if measured else None, QUALITY_ROLE)
+        warning = quality.warning if measured else None
+        combo.setItemData(index, warning, WARNING_ROLE)
+        icon = (
+            QApplication.style().standardIcon(
+                QStyle.StandardPixmap.SP_MessageBoxWarning
+            )
+            if warning
+            else None
+        )
+        combo.setItemData(index, icon, Qt.ItemDataRole.DecorationRole)
+
+    def _show_label(self, preset: Preset) -> None:
+        """The phrase beside the picker, for the open conversation's preset."""
+        quality = self.quality_of(preset)
+        if quality is None:
+            self._label.set_parts([])
+            self._label.setToolTip("")
+        elif quality.warning:
+            self._label.set_parts([("⚠ " + quality.summary, WARNING_COLOUR)])
+            self._label.setToolTip(quality.warning)
+        elif quality.measured:
+            self._label.set_parts([(quality.summary, None)])
+            self._label.setToolTip("\n".join(quality.lines()))
+        else:
+            muted = self._label.palette().color(QPalette.ColorRole.PlaceholderText)
+            self._label.set_parts([(quality.summary, muted.name())])
+            self._label.setToolTip(
+                "Models… → Check quality measures what this preset's compression "
+                "costs in answers on the loaded model."
+            )
+
+    def _on_quality_results_changed(self, _identity: str) -> None:
+        self.fill()
 
     def select(self, preset: Preset) -> None:
         """Show ``preset`` as the open conversation's."""
@@ -70,21 +143,34 @@ class PresetPickerController(QObject):
                 suffix = CHANGED if preset.name in self._presets else OWN
                 self._combo.addItem(preset.name + suffix, preset.name)
                 index = self._combo.count() - 1
+                self._annotate(index, preset)
             else:
                 index = self._combo.findData(preset.name)
             self._combo.setCurrentIndex(index)
             self._combo.setToolTip(
-                preset.description
+                self._combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
                 + ("\n(changed for this conversation)" if changed else "")
             )
         finally:
             self._filling = False
+        self._show_label(preset)
+        self._fit_list()
+
+    def _fit_list(self) -> None:
+        """Widen the open list to its longest line (the combo sizes it by names only)."""
+        view = self._combo.view()
+        scroll_bar = view.verticalScrollBar().sizeHint().width()
+        view.setMinimumWidth(
+            view.sizeHintForColumn(0) + 2 * view.frameWidth() + scroll_bar
+        )
 
     def open_editor(self) -> None:
         """Edit the open conversation's preset (or save a copy as a user preset)."""
         from app.ui.preset_editor_dialog import PresetEditorDialog
 
-        self.editor = PresetEditorDialog(self._current.preset(), self._window)
+        self.editor = PresetEditorDialog(
+            self._current.preset(), self._window, quality=self._stored
+        )
         self.editor.preset_applied.connect(self._current.set_preset)
         self.editor.preset_saved.connect(lambda _preset: self.fill())
         self.editor.open()

@@ -1,6 +1,7 @@
-"""The panel at the bottom of the window: notices, the memory gauge, the context meter.
+"""The panel at the bottom of the window: notices, memory, context, a document's progress.
 
-The local server's line sits at the end of the row when the server runs.
+The local server's line sits at the end of the row when the server runs; a document's
+progress beside the context meter while one is read.
 
 Always visible and always the same height, so what it shows changing never moves the
 chat above it. Layout only.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QVBoxLayout, QWidget
 
 from app.ui.context_meter_view import ContextMeterView
+from app.ui.document_card_view import DocumentProgressView
 from app.ui.memory_gauge_view import MemoryGaugeView
 from app.ui.notice_area_view import NoticeAreaView
 from app.ui.server_status_view import ServerStatusView
@@ -38,6 +40,9 @@ class StatusAreaView(QFrame):
         row.addWidget(divider)
         self.context_meter = ContextMeterView()
         row.addWidget(self.context_meter, 2)
+        # Shown only while a document is read, in whichever conversation.
+        self.document_progress = DocumentProgressView()
+        row.addWidget(self.document_progress, 2)
         self.server_status = ServerStatusView()
         row.addWidget(self.server_status)
         column.addLayout(row)

@@ -1,7 +1,8 @@
 """The toolbar: model picker, Models…, loading indicator, preset picker, Edit preset…, Settings.
 
 Layout only: the `ModelPickerController` and `PresetPickerController` fill the pickers
-and act on them. The preset picker is as wide as its longest entry, so a preset's name is
+and act on them; beside the preset picker a label says what the chosen preset's
+compression measured on the loaded model (elided when the window is narrow). The preset picker is as wide as its longest entry, so a preset's name is
 never cut mid-word; the model picker has a fixed number of characters and elides, as
 model folder names can be very long.
 """
@@ -18,6 +19,8 @@ from PySide6.QtWidgets import (
     QToolBar,
     QWidget,
 )
+
+from app.ui.elided_label import ElidedLabel
 
 MODEL_PICKER_CHARS = 28
 
@@ -63,9 +66,13 @@ class ToolbarView(QToolBar):
         self.addWidget(self.preset_combo)
         self.preset_button = QPushButton("Edit preset…")
         self.addWidget(self.preset_button)
-        spacer = QWidget()
-        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.addWidget(spacer)
+        self.preset_quality_label = ElidedLabel()
+        self.preset_quality_label.setObjectName("presetQuality")
+        self.preset_quality_label.setContentsMargins(6, 0, 6, 0)
+        self.preset_quality_label.setSizePolicy(
+            QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred
+        )
+        self.addWidget(self.preset_quality_label)
         self.settings_button = QPushButton("Settings")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         self.addWidget(self.settings_button)

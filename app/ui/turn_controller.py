@@ -6,14 +6,15 @@ another conversation is shown and then this one again, the live reply is shown f
 The chat view only displays; the composer only reports what was typed. Busy means a live
 turn exists; it ends when the worker says the reply finished or failed.
 
-Long-document runs are turns too: the `DocumentController` starts them with
-`begin_turn` and ends them with `end_turn`; their answer streams through the same
-`chunk_received` as a reply.
+Long-document readings are not turns: they run on their own thread (the
+`DocumentController`), and only the conversation being read waits for them
+(`blocked`); replies in other conversations go on meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
@@ -92,6 +93,9 @@ class TurnController(QObject):
         self.live: LiveTurn | None = None
         self.error_dialog = None
         self._closed = False
+        # Why a conversation cannot send now besides a live turn (a document being
+        # read in it), or None; the `DocumentController` sets it.
+        self.blocked: Callable[[int | None], str | None] = lambda _cid: None
         worker.conversation_started.connect(self._on_worker_conversation_started)
         worker.chunk_received.connect(self._on_worker_chunk_received)
         worker.prefill_progressed.connect(self._on_worker_prefill_progressed)
@@ -133,6 +137,8 @@ class TurnController(QObject):
     def send(self, text: str) -> bool:
         """Send ``text`` in the open conversation (a new one for a new chat)."""
         cid = self._current.conversation_id
+        if self.blocked(cid):
+            return False
         if not self.begin_turn(LiveTurn("send", cid, text, text)):
             return False
         self._worker.send(cid, text, self._current.preset())
@@ -141,7 +147,7 @@ class TurnController(QObject):
     def regenerate(self) -> bool:
         """Write the last reply of the open conversation again."""
         cid = self._current.conversation_id
-        if cid is None or not self.can_start():
+        if cid is None or not self.can_start() or self.blocked(cid):
             return False
         self._chat.remove_last_reply()
         self.begin_turn(LiveTurn("regenerate", cid, "", None))
@@ -151,7 +157,7 @@ class TurnController(QObject):
     def edit_and_resend(self, message_id: int, text: str) -> bool:
         """Replace a user message (and what followed it) and send it again."""
         cid = self._current.conversation_id
-        if cid is None or not self.can_start():
+        if cid is None or not self.can_start() or self.blocked(cid):
             return False
         turn = LiveTurn("edit", cid, text, text, retitle=self._titled_after(message_id))
         self._chat.remove_from(message_id)
@@ -234,7 +240,12 @@ class TurnController(QObject):
             self._composer.edit.setEnabled(True)
         elif self._models.info is None:
             self._composer.set_disabled(NO_MODEL_REASON)
-        elif self.busy:
+        elif self.busy and self._shows_live():
+            self._composer.set_busy()
+        elif reason := self.blocked(self._current.conversation_id):
+            self._composer.set_disabled(reason)
+            self._composer.edit.setEnabled(True)  # typing the next message is fine
+        elif self.busy:  # a reply in another conversation: this one waits for it
             self._composer.set_busy()
         else:
             self._composer.set_ready()

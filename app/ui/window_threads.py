@@ -1,6 +1,7 @@
-"""The window's two threads: the generation worker and the memory sampler, and stopping them.
+"""The window's threads: the generation worker, the document worker, the memory sampler.
 
-Start: the worker (engine, sessions) and the sampler each move to their own QThread.
+Start: the worker (engine, sessions), the document worker (long documents, sharing the
+worker's engine) and the sampler each move to their own QThread.
 Stop, within about two seconds even mid-reply: cancel the reply (the core keeps it as
 stopped), stop the sampler, let the worker finish what is queued and park itself back on
 the UI thread, and wait. A thread that does not stop in time (a model still loading) is
@@ -22,6 +23,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QMainWindow
 
+from app.ui.document_worker import DocumentWorker
 from app.ui.generation_worker import GenerationWorker
 from app.ui.memory_sampler import MemorySampler
 
@@ -60,6 +62,10 @@ class WindowThreads:
         self.worker_thread.setObjectName("swapless-generation")
         self.worker.moveToThread(self.worker_thread)
         engine = self.worker.engine
+        self.documents = DocumentWorker(engine, store, settings)
+        self.documents_thread = QThread()
+        self.documents_thread.setObjectName("swapless-documents")
+        self.documents.moveToThread(self.documents_thread)
         self.sampler = MemorySampler(
             kv_bytes=getattr(engine, "live_kv_bytes", None),
             mlx_stats=getattr(engine, "mlx_memory", None),
@@ -73,12 +79,14 @@ class WindowThreads:
     def start(self) -> None:
         """Start both threads."""
         self.worker_thread.start()
+        self.documents_thread.start()
         self.sampler_thread.start()
 
     def stop(self) -> bool:
         """Stop the reply, the sampler and the worker; True when both threads stopped."""
         started = time.monotonic()
         self.worker.cancel()
+        self.documents.cancel()  # a reading stops within a second, notes kept
         if self.sampler_thread.isRunning():
             QMetaObject.invokeMethod(
                 self.sampler, "stop", Qt.ConnectionType.BlockingQueuedConnection
@@ -86,16 +94,20 @@ class WindowThreads:
             self.sampler_thread.quit()
             self.sampler_thread.wait(SAMPLER_WAIT_MS)
         self.worker.park()
-        remaining = max(
-            100, SHUTDOWN_WAIT_MS - int((time.monotonic() - started) * 1000)
-        )
-        if self.worker_thread.wait(remaining):
-            return True
-        log.warning(
-            "the generation thread did not stop in time (a model still loading?)"
-        )
-        STUCK_THREADS.append(self.worker_thread)
-        return False
+        self.documents.park()
+        stopped = True
+        for thread in (self.documents_thread, self.worker_thread):
+            remaining = max(
+                100, SHUTDOWN_WAIT_MS - int((time.monotonic() - started) * 1000)
+            )
+            if not thread.wait(remaining):
+                log.warning(
+                    "the %s thread did not stop in time (a model still loading?)",
+                    thread.objectName(),
+                )
+                STUCK_THREADS.append(thread)
+                stopped = False
+        return stopped
 
     def hand_over(self, owner: QObject) -> None:
         """Make ``owner`` the Qt parent of the stopped threads and their objects.
@@ -105,8 +117,10 @@ class WindowThreads:
         """
         for thing in (
             self.worker,
+            self.documents,
             self.sampler,
             self.worker_thread,
+            self.documents_thread,
             self.sampler_thread,
         ):
             if thing.thread() is owner.thread() and not (

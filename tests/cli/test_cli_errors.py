@@ -260,3 +260,21 @@ def test_a_chat_whose_reader_leaves_keeps_the_reply_as_interrupted(
         reply = store.messages(conversation.id)[-1]
     assert reply.role == "assistant" and reply.state == "interrupted"
     assert reply.error is None
+
+
+def test_window_model_that_is_not_a_folder_is_one_line(tmp_path):
+    # QT_QPA_PLATFORM is set for the tests, so this is the desktop app's path.
+    result = swapless(["--model", str(tmp_path / "missing")], tmp_path / "home")
+    assert_one_line_error(result, "--model", "no such folder")
+
+
+def test_window_model_option_is_not_taken_for_a_command():
+    from app.cli.main import _command_in, _without_option
+
+    assert _command_in(["--model", "chat"]) is None
+    assert _command_in(["--model", "/m", "doctor", "--json"]) == "doctor"
+    assert _without_option(["--model", "/m", "-platform", "xcb"], "--model") == [
+        "-platform",
+        "xcb",
+    ]
+    assert _without_option(["--model=/m"], "--model") == []

@@ -6,13 +6,17 @@ that registers it on a parser and maps `KnownError` to exit code 2, as ``main`` 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import random
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 
 import pytest
 
@@ -222,18 +226,118 @@ def test_progress_goes_to_stderr_and_the_answer_to_stdout(
     )
     assert progress == ["1", "2", "3"]
     assert "Segments (as asked): reading it in 3 segment(s)" in result.stderr
-    assert result.stdout.strip()  # the (noise) answer
-    assert "segment" not in result.stdout
+    assert re.search(
+        r"^Plan: 3 segments of ~\d+ tokens · KV peak [\d.]+ MiB \(4-bit\) · about "
+        r"\d+ (s|min)$",
+        result.stderr,
+        flags=re.MULTILINE,
+    )
+    answer, _, sources = result.stdout.partition("**Sources**")
+    assert answer.strip()  # the (noise) answer
+    assert sources.startswith(" (segments of the document each point draws on):")
+    assert not re.search(r"^segment \d", result.stdout, flags=re.MULTILINE)
+    # Not a terminal: no progress bar.
+    assert "tokens/s" not in result.stderr and "left" not in result.stderr
 
 
-def test_a_binary_file_is_one_line_and_exit_code_2(tmp_path):
-    path = tmp_path / "photo.png"
-    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+def test_a_terminal_gets_a_progress_bar_and_json_carries_the_notes(
+    tiny_model_dir, tmp_path, count_tokens
+):
+    document = write_document(tmp_path / "notes.md", count_tokens, paragraphs=3)
+    primary, secondary = pty.openpty()  # stderr is a terminal, stdout a pipe
+    # 30 rows of 160 columns, as a terminal window has (a new pty has none).
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 160, 0, 0))
+    try:
+        process = subprocess.run(
+            command(
+                document,
+                "--model",
+                tiny_model_dir,
+                "--mode",
+                "segments",
+                "--segment-tokens",
+                256,
+                "--notes-tokens",
+                16,
+                "--max-tokens",
+                8,
+                "--json",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            text=True,
+            timeout=120,
+        )
+        os.close(secondary)
+        secondary = None
+        screen = b""
+        while True:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:  # the terminal's other side closed
+                break
+            if not data:
+                break
+            screen += data
+    finally:
+        os.close(primary)
+        if secondary is not None:
+            os.close(secondary)
+    assert process.returncode == 0
+    screen = screen.decode("utf-8", "replace")
+    # tqdm's bar: percentage, tokens read of the document, where, speed, time left.
+    assert re.search(r"\d+%\|.*\| \d+/\d+ tokens · segment [123]/3", screen), screen
+    assert re.search(r"tok/s · \d+ s left", screen)
+    assert "segment 3/3: " in screen  # the finished-segment lines above the bar
+    *segments, final = [json.loads(line) for line in process.stdout.splitlines()]
+    assert [s["segment"] for s in segments] == [1, 2, 3]
+    assert all(isinstance(s["notes"], str) for s in segments)
+    assert {"point", "segments"} <= set(final["sources"][0])
+
+
+def test_a_docx_is_read_like_a_text_file(tiny_model_dir, tmp_path):
+    import docx
+
+    made = docx.Document()
+    made.add_heading("Harbour report", level=1)
+    for index in range(6):
+        made.add_paragraph(f"The lantern number {index} stands by the harbour wall.")
+    table = made.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Item", "Cost"
+    table.cell(1, 0).text, table.cell(1, 1).text = "Lantern", "12 crowns"
+    path = tmp_path / "report.docx"
+    made.save(path)
+    result = run_cli(path, "--model", tiny_model_dir, "--max-tokens", 8, "--json")
+    assert result.returncode == 0, result.stderr
+    final = json.loads(result.stdout.splitlines()[-1])
+    assert final["mode"] == "whole" and final["document_tokens"] > 40
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "said"),
+    [
+        (
+            "photo.png",
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+            "is an image; Swapless reads text, Markdown, source code, HTML, PDF "
+            "(with a text layer) and Word .docx.",
+        ),
+        (
+            "data.dat",
+            b"head\x00tail",
+            "looks like a binary file (NUL byte at offset 4), not text. Swapless "
+            "reads text, Markdown, source code, HTML, PDF (with a text layer) and "
+            "Word .docx; text in UTF-8, or UTF-16 with a byte-order mark.",
+        ),
+        ("old.doc", b"\xd0\xcf\x11\xe0", "is an old Word .doc file: save it as .docx"),
+    ],
+    ids=["image", "binary", "doc"],
+)
+def test_an_unreadable_file_is_one_line_and_exit_code_2(tmp_path, name, raw, said):
+    path = tmp_path / name
+    path.write_bytes(raw)
     result = run_cli(path)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.splitlines() == [
-        f"swapless: error: {path} looks like a binary file (NUL byte at offset 8), "
-        "not text. Give a plain-text or Markdown file (UTF-8, or UTF-16 with a "
-        "byte-order mark)."
-    ]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"swapless: error: {path} {said}")

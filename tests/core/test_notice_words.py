@@ -45,10 +45,14 @@ def test_document_notices():
     )
     text = document_started_notice("notes.md", event)
     assert text.startswith("notes.md is long (45,000 tokens)")
-    assert "6 parts" in text and "30.0 MiB" in text and "safe limit" not in text
+    assert "6 segments" in text and "30.0 MiB" in text and "safe limit" not in text
     whole = SimpleNamespace(**{**vars(event), "mode": "whole", "segments": 1})
     assert document_started_notice("a.txt", whole) == (
         "Reading a.txt whole (45,000 tokens): it fits in the context."
     )
-    stopped = SimpleNamespace(next_segment=2, segments=6)
-    assert "Attach the same file" in document_stopped_notice(stopped)
+    stopped = SimpleNamespace(next_segment=2, segments=6, stopped_whole=False)
+    text = document_stopped_notice(stopped)
+    assert text.startswith("Stopped after 2 of 6 segments; their notes are kept.")
+    assert "Resume" in text
+    whole = SimpleNamespace(next_segment=0, segments=1, stopped_whole=True)
+    assert "in segments" in document_stopped_notice(whole)

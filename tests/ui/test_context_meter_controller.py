@@ -103,7 +103,9 @@ def test_meter_text_marks_estimates_and_a_lower_device_limit():
         exact=False,
     )
     text = meter_text(state, streamed=10)
-    assert text.startswith("≈1,210 / 4,096 (preset 10,000, device limit lower)")
+    assert text.startswith(
+        "≈1,210 / 4,096 (preset 10,000, less fits this model and device)"
+    )
     assert "KV 3.0 MiB at 4-bit" in text and "2 trims" in text
 
 

@@ -74,6 +74,9 @@ class ConversationCache:
         self.checkpoints = Checkpoints()
         # How the last rewind went: "none", "trim", "checkpoint" or "reset".
         self.last_rewind = "none"
+        # Prompt tokens per prefill chunk, adapted to how long chunks take, so a cancel
+        # between chunks is noticed within a fraction of a second (`prefill_range`).
+        self.prefill_step: int | None = None
         self.dense_view = cache_layers.dense_view_indices(model, self.layers)
         self._check_quantizable()
         self._age_from_start()

@@ -403,25 +403,24 @@ class Engine(EngineThread):
                 handle._put(DONE)
 
     def prefill(
-        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
+        self, key: str, ids: list[int], kv: KVSettings, exact=False, cancel=None
     ) -> PrefillReport:
         """Fill a conversation's cache with ``ids`` without generating (blocking).
 
         With ``exact``, entries a splice moved are recomputed, so the cache equals a
-        fresh prefill of ``ids``.
+        fresh prefill of ``ids``; a ``cancel`` token stops it between chunks.
         """
-        return self.submit(self._prefill, key, ids, kv, exact).result()
+        return self.submit(self._prefill, key, ids, kv, exact, cancel).result()
 
-    def _prefill(
-        self, key: str, ids: list[int], kv: KVSettings, exact: bool = False
-    ) -> PrefillReport:
+    def _prefill(self, key, ids, kv, exact, cancel) -> PrefillReport:
         from app.core.engine.generation import prefill_only
 
         started = time.perf_counter()
         cache = self._cache_for(key, kv)
+        poll = cancel or (lambda: False)
         try:
             reused, computed = prefill_only(
-                self._require_model(), cache, ids, kv, exact=exact
+                self._require_model(), cache, ids, kv, exact=exact, is_cancelled=poll
             )
         finally:
             self._caches.publish(key)

@@ -32,6 +32,29 @@ from app.core.generation_settings import KVSettings, SamplingSettings
 # Smaller than mlx-lm's 2048 so a cancel during a long prefill is noticed within
 # about a second on a laptop CPU, at no measurable cost in throughput.
 PREFILL_STEP = 512
+# A chunk's cost grows with the context it attends to (and with quantized KV): at 24K
+# tokens of 4-bit KV a 512-token chunk took ~10 s on a 2-core CPU. Chunks shrink to
+# take about this long, so a cancel (checked between chunks) answers within a second.
+PREFILL_CHUNK_SECONDS = 0.3
+MIN_PREFILL_STEP = 32
+
+
+def next_prefill_step(step: int, chunk_tokens: int, seconds: float) -> int:
+    """Return the next chunk size after ``chunk_tokens`` took ``seconds``.
+
+    Aims at `PREFILL_CHUNK_SECONDS` per chunk, between `MIN_PREFILL_STEP` and
+    `PREFILL_STEP` tokens, in multiples of the minimum; grows at most 2x at a time.
+    A chunk shorter than the step (cut at a checkpoint or at the prompt's end) only
+    ever shrinks it: its fixed overhead would make it look slow per token.
+    """
+    if seconds <= 0 or chunk_tokens <= 0:
+        return step
+    if chunk_tokens < step and seconds <= PREFILL_CHUNK_SECONDS:
+        return step
+    wanted = chunk_tokens * PREFILL_CHUNK_SECONDS / seconds
+    wanted = min(wanted, 2 * step)
+    wanted = int(wanted) // MIN_PREFILL_STEP * MIN_PREFILL_STEP
+    return max(MIN_PREFILL_STEP, min(PREFILL_STEP, wanted))
 
 
 class _Cancelled(Exception):
@@ -80,12 +103,18 @@ def prefill_range(
         stops.update(p for p in checkpoint_at if start < p < end)
     done = 0
     position = start
+    step = cache.prefill_step or PREFILL_STEP
     for stop in sorted(s for s in stops if s > start):
         while position < stop:
-            chunk = ids[position : min(position + PREFILL_STEP, stop)]
+            chunk = ids[position : min(position + step, stop)]
+            chunk_started = time.perf_counter()
             model(mx.array(chunk)[None], cache=cache.layers)
             cache.quantize()
             cache.evaluate()
+            step = next_prefill_step(
+                step, len(chunk), time.perf_counter() - chunk_started
+            )
+            cache.prefill_step = step
             position += len(chunk)
             done += len(chunk)
             cache.token_ids = ids[:position]

@@ -4,8 +4,10 @@ A run takes minutes; the CLI prints a line per segment and the app shows a progr
 bar, both from these events. They hold plain values only, so they cross threads (the
 runner's thread to a Qt worker to the UI) safely and serialize to JSON as they are.
 
-Order: `RunStarted`, then per segment `SegmentStarted` and `SegmentFinished`, then
-`AnswerChunk`s, then `RunFinished` (also after a cancel).
+Order: `RunStarted`, then per segment `SegmentStarted`, `ReadingProgress` (after every
+prefill chunk and every few tokens of notes) and `SegmentFinished`, then
+`ReadingProgress` and `AnswerChunk`s for the answer, then `RunFinished` (also after a
+cancel).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class RunStarted:
             one step to the next.
         context_tokens: Most tokens of context any step of the run holds.
         kv_bytes_limit: KV bytes at ``context_tokens`` (256-token steps included).
+        estimate_s: Predicted wall time of the whole run (the parts left to read
+            when resumed) from this machine's measured speed.
+        plan_line: The plan in one line, as shown before the run.
     """
 
     mode: str
@@ -42,6 +47,44 @@ class RunStarted:
     prefix_tokens: int
     context_tokens: int
     kv_bytes_limit: int
+    estimate_s: float = 0.0
+    plan_line: str = ""
+
+
+@dataclass(frozen=True)
+class ReadingProgress:
+    """Where a run is, for a progress bar: emitted often, cheap to show.
+
+    Attributes:
+        phase: ``reading`` (a segment's prefill), ``notes`` (writing its notes) or
+            ``answering``.
+        index: 0-based segment index (``segments`` while answering).
+        segments: Number of segments.
+        tokens_read: Document tokens read so far, the current segment's prefill
+            included (resumed segments count as read).
+        document_tokens: Tokens of the document.
+        tokens_per_s: Prefill speed of the current step while reading, decode speed
+            while writing.
+        eta_s: Predicted seconds left for the whole run, re-estimated from the speed
+            measured so far in this run.
+        elapsed_s: Seconds since the run started.
+    """
+
+    phase: str
+    index: int
+    segments: int
+    tokens_read: int
+    document_tokens: int
+    tokens_per_s: float
+    eta_s: float
+    elapsed_s: float
+
+    @property
+    def fraction(self) -> float:
+        """Share of the document read, 0 to 1."""
+        if self.document_tokens <= 0:
+            return 0.0
+        return min(1.0, self.tokens_read / self.document_tokens)
 
 
 @dataclass(frozen=True)
@@ -74,6 +117,9 @@ class SegmentFinished:
         kv_bytes: KV cache bytes at the end of the step, its largest point.
         context_tokens: Tokens the KV cache held at the end of the step.
         peak_memory_bytes: MLX peak memory during the step (weights included).
+        notes: The notes after this segment (they cover every segment read so far).
+        prefill_s: Seconds spent reading the step's prompt.
+        prefill_tokens: Prompt tokens computed (the cached prefix excluded).
     """
 
     index: int
@@ -86,6 +132,9 @@ class SegmentFinished:
     kv_bytes: int
     context_tokens: int
     peak_memory_bytes: int
+    notes: str = ""
+    prefill_s: float = 0.0
+    prefill_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +169,8 @@ class RunFinished:
         seconds: Wall time of the run.
         max_kv_bytes: Largest KV cache of any step of this run.
         peak_memory_bytes: Largest MLX peak memory of any step of this run.
+        sources: For each point of the answer, the segments (1-based) it came from,
+            as ``(point, (segment, ...))``; empty when there is no answer.
     """
 
     answer: str
@@ -136,3 +187,18 @@ class RunFinished:
     seconds: float
     max_kv_bytes: int
     peak_memory_bytes: int
+    sources: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def resumable(self) -> bool:
+        """Stopped with segments left to read: a new run continues at the next one."""
+        return (
+            self.cancelled
+            and self.mode == "segments"
+            and (self.next_segment < self.segments)
+        )
+
+    @property
+    def stopped_whole(self) -> bool:
+        """A whole read that was stopped: nothing was kept, segments would keep notes."""
+        return self.cancelled and self.mode == "whole" and self.next_segment == 0

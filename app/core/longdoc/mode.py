@@ -5,8 +5,10 @@ long as the document; reading it in segments bounds the cache by one segment plu
 notes, whatever the document's length. "auto" reads whole only when that is
 comfortable: the whole prompt plus the answer fits in half of the machine's safe
 context (the other half is headroom for the rest of the conversation and for memory
-the budget does not see) and in the preset's ``max_context``. Pure: numbers in, a
-`ModeChoice` out, so every branch is tested without a model.
+the budget does not see), in the preset's ``max_context``, and its predicted time on
+this machine is at most `WHOLE_COMFORT_SECONDS`: a whole read keeps nothing when it is
+stopped, so the work at stake is bounded, while segments keep their notes as they go.
+Pure: numbers in, a `ModeChoice` out, so every branch is tested without a model.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.errors import BudgetError
+from app.core.longdoc.plan_words import duration
 
 MODES = ("auto", "whole", "segments")
 COMFORT_SHARE = 0.5
 """Share of the max safe context a whole-document read may take in "auto" mode."""
+WHOLE_COMFORT_SECONDS = 120.0
+"""Longest predicted whole read "auto" chooses: past it, segments (which keep their
+notes when stopped and show progress per segment) are read instead."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ def choose_mode(
     segmenting: bool,
     kv_bits: int,
     kv_bytes: Callable[[int], int],
+    whole_seconds: float | None = None,
 ) -> ModeChoice:
     """Decide how to read a document.
 
@@ -77,6 +84,8 @@ def choose_mode(
         segmenting: The preset allows segments (``auto`` never picks them otherwise).
         kv_bits: KV precision, for the explanation.
         kv_bytes: Returns the KV bytes at a number of tokens, for the explanation.
+        whole_seconds: Predicted wall time of a whole read on this machine, or None
+            when nothing was measured (time then does not decide).
 
     Returns:
         The mode and why.
@@ -115,15 +124,24 @@ def choose_mode(
     preset_limit = f"the preset's max_context of {max_context:,}"
     fits_memory = safe is None or needs.whole_tokens <= max_safe_context * COMFORT_SHARE
     fits_preset = needs.whole_tokens <= max_context
-    if fits_memory and fits_preset:
+    fits_time = whole_seconds is None or whole_seconds <= WHOLE_COMFORT_SECONDS
+    time_limit = (
+        f"{duration(WHOLE_COMFORT_SECONDS)} of reading (about "
+        f"{duration(whole_seconds or 0)} predicted here)"
+    )
+    if fits_memory and fits_preset and fits_time:
         limits = [memory_limit] if safe else []
-        within = " and ".join([*limits, preset_limit])
+        limits += [preset_limit]
+        if whole_seconds is not None:
+            limits += [f"{duration(WHOLE_COMFORT_SECONDS)} of reading"]
+        within = " and ".join(limits)
         return ModeChoice(
             "whole", f"Whole document: {whole}, within {within}.", needs.whole_tokens
         )
     _require_fit(needs.segment_context, max_safe_context, "One segment", segments)
     past = [memory_limit] if not fits_memory else []
     past += [preset_limit] if not fits_preset else []
+    past += [time_limit] if not fits_time else []
     return ModeChoice(
         "segments",
         f"Segments: {whole}, more than {' and '.join(past)}; {segments}.",

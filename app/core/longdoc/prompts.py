@@ -39,7 +39,8 @@ def segment_messages(
         + f"Part {index + 1} of {total}:\n<<<\n{segment}\n>>>\n\n"
         + "Rewrite the notes so they cover every part read so far: keep what matters "
         "for the question, add what this part says (facts, names, numbers, "
-        "conclusions). Reply with the notes only."
+        f"conclusions), and end each point with the part it comes from, e.g. "
+        f"[part {index + 1}]. Reply with the notes only."
     )
     return build_messages(system_prompt, [], [], body)
 
@@ -52,7 +53,8 @@ def answer_messages(
         _question(question)
         + f"Notes taken while reading the whole document ({segments} parts):\n"
         + f"{notes.strip() or NO_NOTES}\n\n"
-        + "Answer the question from these notes."
+        + "Answer the question from these notes, one point per line, each ending "
+        "with the parts it comes from in brackets, e.g. [part 2]."
     )
     return build_messages(system_prompt, [], [], body)
 

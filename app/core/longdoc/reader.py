@@ -1,17 +1,22 @@
-"""Read a text or Markdown file the user wants read, or say in words why it cannot be.
+"""Read a document the user wants read, or say in words why it cannot be.
 
-A document is fed to the model as text, so a PDF, an image or a file in a legacy
-encoding must be refused up front with a message naming the file, not turned into
-mojibake that costs minutes of prefill. Accepted: UTF-8 (with or without a byte-order
-mark) and UTF-16 or UTF-32 with a byte-order mark, which is how Windows tools save
-"Unicode" text. The SHA-256 of the raw bytes identifies the document when the same file
-is read again, so an interrupted reading can resume.
+A document is fed to the model as text, so its words are taken out of whatever holds
+them: text, Markdown and source code as they are; HTML without its markup
+(`html_text`); a PDF's text layer (`pdf_text`); a Word .docx's paragraphs and tables
+(`docx_text`). An image, an archive, a scanned PDF or a file in a legacy encoding is
+refused up front with a message naming the file (`formats`), not turned into mojibake
+that costs minutes of prefill. Text encodings accepted: UTF-8 (with or without a
+byte-order mark) and UTF-16 or UTF-32 with a byte-order mark, which is how Windows
+tools save "Unicode" text. The SHA-256 of the raw bytes identifies the document when
+the same file is read again, so an interrupted reading can resume.
 
-Memory stays bounded whatever the file's size: `read_document` checks the file in one
-streaming pass and keeps no text; `DocumentText.chunks` streams the decoded text again
-whenever it is needed (the segmenter cuts it as a stream too). Only regular files are
-read: a folder, a FIFO (which would block) or ``/dev/zero`` (which never ends) is
-refused before anything is read.
+Memory stays bounded whatever the file's size where the format allows: `read_document`
+checks a text or HTML file in one streaming pass and keeps no text, and
+`DocumentText.chunks` streams the decoded text again whenever it is needed (the
+segmenter cuts it as a stream too). The text of a PDF or DOCX is kept once extracted
+when it is at most `HELD_TEXT_CHARS` (extraction is the slow part), else extracted
+again page by page. Only regular files are read: a folder, a FIFO (which would block)
+or ``/dev/zero`` (which never ends) is refused before anything is read.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.errors import InputError
+from app.core.longdoc import formats
+from app.core.longdoc.docx_text import docx_paragraphs
+from app.core.longdoc.html_text import html_to_text
+from app.core.longdoc.pdf_text import no_text_layer_message, pdf_pages
 
 MAX_DOCUMENT_BYTES = 64 * 2**20
 """Largest file read (64 MiB, about 16M tokens of English). Memory no longer depends on
@@ -33,6 +42,11 @@ READ_CHUNK_BYTES = 256 * 1024
 """Bytes read (and decoded) at a time."""
 TEXT_CHUNK_CHARS = 256 * 1024
 """Characters handed out at a time for a document held in memory."""
+HELD_TEXT_CHARS = 8 * 2**20
+"""Extracted PDF or DOCX text kept in memory up to this many characters (a few
+thousand pages); longer text is extracted again each time it is read."""
+HEAD_BYTES = 512
+"""Bytes looked at to tell a file's kind."""
 
 # Longest first: the UTF-32 LE mark begins with the UTF-16 LE one.
 _BOMS = (
@@ -42,7 +56,6 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-_LONGEST_BOM = 4
 
 _FILE_KINDS = {
     stat.S_IFDIR: "a folder",
@@ -62,9 +75,11 @@ class DocumentText:
         path: The file's absolute path.
         size_bytes: Size of the file.
         sha256: Hex digest of the file's bytes.
-        encoding: The codec it was decoded with.
-        text: The decoded text, for a document built from a string (benchmarks); None
-            for one read from a file, which keeps no text in memory.
+        encoding: The codec it was decoded with (``pdf`` or ``docx`` for those).
+        text: The text when it is held in memory: a document built from a string
+            (benchmarks) or a PDF/DOCX's extracted text; None for a text or HTML
+            file, which keeps no text in memory.
+        kind: ``text``, ``html``, ``pdf`` or ``docx`` (`formats.KINDS`).
     """
 
     name: str
@@ -73,6 +88,7 @@ class DocumentText:
     sha256: str
     encoding: str
     text: str | None = None
+    kind: str = formats.TEXT
 
     def chunks(self) -> Iterator[str]:
         """Yield the text in pieces, newlines normalised to ``\\n``, no byte-order mark.
@@ -85,14 +101,29 @@ class DocumentText:
             for start in range(0, len(self.text), TEXT_CHUNK_CHARS):
                 yield self.text[start : start + TEXT_CHUNK_CHARS]
             return
+        if self.kind in (formats.PDF, formats.DOCX):
+            if _file_digest(self.path) != self.sha256:
+                raise self._changed()
+            yield from _extracted(self.path, self.kind)
+            return
         digest = hashlib.sha256()
-        for raw, text in _decoded(self.path, self.encoding):
-            digest.update(raw)
-            yield text
+
+        def decoded() -> Iterator[str]:
+            for raw, text in _decoded(self.path, self.encoding):
+                digest.update(raw)
+                yield text
+
+        if self.kind == formats.HTML:
+            yield from html_to_text(decoded())
+        else:
+            yield from decoded()
         if digest.hexdigest() != self.sha256:
-            raise InputError(
-                f"{self.path} changed while it was being read; start the reading again."
-            )
+            raise self._changed()
+
+    def _changed(self) -> InputError:
+        return InputError(
+            f"{self.path} changed while it was being read; start the reading again."
+        )
 
     def read_text(self) -> str:
         """Return the whole text at once: only for documents known to be small.
@@ -104,41 +135,97 @@ class DocumentText:
 
 
 def read_document(path: str | Path) -> DocumentText:
-    """Check a UTF-8/UTF-16/UTF-32 text file, reading it once as a stream.
+    """Check a document, reading it once as a stream (PDF and DOCX: extracting it).
 
     Args:
-        path: The file.
+        path: The file: text, Markdown, source code (UTF-8/UTF-16/UTF-32), HTML, a
+            PDF with a text layer, or a Word .docx.
 
     Returns:
         Its identity; the text itself is streamed by `DocumentText.chunks`.
 
     Raises:
         InputError: The file is missing, unreadable, not a regular file, too large,
-            empty, binary (it contains NUL bytes) or not valid text in a supported
-            encoding; the message names the file.
+            empty, of a kind Swapless does not read, binary (it contains NUL bytes),
+            not valid text in a supported encoding, a PDF without a text layer, or
+            without any text; the message names the file.
     """
     path = Path(path).expanduser()
     size = _check_regular_file(path)
-    encoding = _encoding(path)
+    with _open(path) as handle:
+        head = handle.read(HEAD_BYTES)
+    kind = formats.detect_kind(path, head)
+    if kind in (formats.PDF, formats.DOCX):
+        return _read_extracted(path, size, kind)
+    encoding = _encoding(head)
     digest = hashlib.sha256()
     has_text = False
-    for raw, text in _decoded(path, encoding):
-        digest.update(raw)
-        if "\x00" in text:
-            raise InputError(
-                f"{path} looks like a binary file (it contains NUL characters), not "
-                "text."
-            )
+
+    def decoded() -> Iterator[str]:
+        for raw, text in _decoded(path, encoding):
+            digest.update(raw)
+            if "\x00" in text:
+                raise InputError(
+                    f"{path} looks like a binary file (it contains NUL characters), "
+                    f"not text. Swapless reads {formats.SUPPORTED}."
+                )
+            yield text
+
+    texts = html_to_text(decoded()) if kind == formats.HTML else decoded()
+    for text in texts:
         has_text = has_text or bool(text.strip())
     if not has_text:
-        raise InputError(f"{path} contains no text (only whitespace).")
+        where = " outside its markup" if kind == formats.HTML else " (only whitespace)"
+        raise InputError(f"{path} contains no text{where}.")
     return DocumentText(
         name=path.name,
         path=path.resolve(),
         size_bytes=size,
         sha256=digest.hexdigest(),
         encoding=encoding,
+        kind=kind,
     )
+
+
+def _read_extracted(path: Path, size: int, kind: str) -> DocumentText:
+    """Check a PDF or DOCX: its digest, and that it has text; keep short text."""
+    digest = _file_digest(path)
+    held: list[str] | None = []
+    chars, has_text, pages = 0, False, 0
+    for piece in _extracted(path, kind):
+        pages += 1
+        has_text = has_text or bool(piece.strip())
+        if held is not None:
+            chars += len(piece)
+            held = held + [piece] if chars <= HELD_TEXT_CHARS else None
+    if not has_text:
+        if kind == formats.PDF:
+            raise InputError(no_text_layer_message(path, pages))
+        raise InputError(f"{path} contains no text.")
+    return DocumentText(
+        name=path.name,
+        path=path.resolve(),
+        size_bytes=size,
+        sha256=digest,
+        encoding=kind,
+        text="".join(held) if held is not None else None,
+        kind=kind,
+    )
+
+
+def _extracted(path: Path, kind: str) -> Iterator[str]:
+    return pdf_pages(path) if kind == formats.PDF else docx_paragraphs(path)
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with _open(path) as handle:
+            while chunk := handle.read(READ_CHUNK_BYTES):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    return digest.hexdigest()
 
 
 def _check_regular_file(path: Path) -> int:
@@ -150,10 +237,10 @@ def _check_regular_file(path: Path) -> int:
     except OSError as exc:
         raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
     if stat.S_ISDIR(info.st_mode):
-        raise InputError(f"{path} is a folder; give a text file.")
+        raise InputError(f"{path} is a folder; give a document file.")
     if not stat.S_ISREG(info.st_mode):
         kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
-        raise InputError(f"{path} is {kind}, not a regular file; give a text file.")
+        raise InputError(f"{path} is {kind}, not a regular file; give a document file.")
     if info.st_size > MAX_DOCUMENT_BYTES:
         raise InputError(
             f"{path} is {info.st_size / 2**20:,.0f} MiB; documents up to "
@@ -177,14 +264,13 @@ def _open(path: Path):
         raise InputError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise InputError(f"{path} is not a regular file; give a text file.")
+        raise InputError(f"{path} is not a regular file; give a document file.")
     return os.fdopen(fd, "rb")
 
 
-def _encoding(path: Path) -> str:
-    """Return the codec of the file: from its byte-order mark, else UTF-8."""
-    with _open(path) as handle:
-        start = handle.read(_LONGEST_BOM)
+def _encoding(start: bytes) -> str:
+    """Return the codec of a file starting with ``start``: its byte-order mark's, else
+    UTF-8."""
     for bom, encoding in _BOMS:
         if start.startswith(bom):
             return encoding
@@ -210,8 +296,9 @@ def _decoded(path: Path, encoding: str) -> Iterator[tuple[bytes, str]]:
                 if encoding == "utf-8" and (nul := raw.find(b"\x00")) >= 0:
                     raise InputError(
                         f"{path} looks like a binary file (NUL byte at offset "
-                        f"{offset + nul}), not text. Give a plain-text or Markdown "
-                        "file (UTF-8, or UTF-16 with a byte-order mark)."
+                        f"{offset + nul}), not text. Swapless reads "
+                        f"{formats.SUPPORTED}; text in UTF-8, or UTF-16 with a "
+                        "byte-order mark."
                     )
                 try:
                     text = decoder.decode(raw, final=final)

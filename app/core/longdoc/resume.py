@@ -1,4 +1,4 @@
-"""Find an interrupted reading of the same document to continue instead of restarting.
+"""Find an interrupted reading of the same document to continue, or record a new one.
 
 Each segment's notes are saved as soon as they are written, so a killed or cancelled
 run loses at most one segment. A stored reading is continued only when continuing it
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.longdoc.prompts import request_text
-from app.core.longdoc.segmenter import Segment
+from app.core.longdoc.segmenter import Segment, SegmentSpan
 from app.core.store import Document, DocumentSegment, Store
 
 RECENT_CONVERSATIONS = 20
@@ -43,7 +43,7 @@ def find_resumable(
     conversation_id: int,
     sha256: str,
     segment_tokens: int,
-    segments: list[Segment],
+    segments: list[Segment | SegmentSpan],
     question: str,
 ) -> Resumable | None:
     """Return the conversation's unfinished reading of this document, if it can go on.
@@ -83,7 +83,7 @@ def find_resumable_anywhere(
     store: Store,
     sha256: str,
     segment_tokens: int,
-    segments: list[Segment],
+    segments: list[Segment | SegmentSpan],
     question: str,
 ) -> Resumable | None:
     """Like `find_resumable`, over the most recently updated conversations."""
@@ -94,3 +94,62 @@ def find_resumable_anywhere(
         if found is not None:
             return found
     return None
+
+
+def find_resumable_reading(
+    store: Store, document, plan, conversation_id: int | None
+) -> Resumable | None:
+    """The unfinished reading a run of ``plan`` continues, if any.
+
+    Args:
+        store: The store.
+        document: The `DocumentText`.
+        plan: The run's `RunPlan`.
+        conversation_id: The conversation, or None to look in the recent ones.
+    """
+    args = (
+        document.sha256,
+        plan.stored_segment_tokens,
+        list(plan.segments),
+        plan.question,
+    )
+    if conversation_id is None:
+        return find_resumable_anywhere(store, *args)
+    return find_resumable(store, conversation_id, *args)
+
+
+def record_reading(
+    store: Store, engine, preset, document, plan, conversation_id: int | None
+) -> tuple[int, int]:
+    """Store a new reading and the user's request; return (conversation, document).
+
+    Args:
+        store: The store.
+        engine: The engine (the model's folder names a new conversation's model,
+            its tokenizer counts the request).
+        preset: The run's `Preset` (a new conversation keeps it).
+        document: The `DocumentText`.
+        plan: The run's `RunPlan`.
+        conversation_id: The conversation, or None for a new one.
+    """
+    if conversation_id is None:
+        conversation_id = store.create_conversation(
+            model=engine.model_info.folder,
+            preset=preset.name,
+            settings=preset.to_dict(),
+            system_prompt=preset.system_prompt,
+        )
+    document_id = store.add_document(
+        conversation_id,
+        document.name,
+        document.size_bytes,
+        document.sha256,
+        plan.stored_segment_tokens,
+        len(plan.segments),
+    )
+    request = request_text(document.name, plan.question)
+    store.add_message(
+        conversation_id, "user", request, token_count=engine.count_tokens(request)
+    )
+    store.auto_title(conversation_id)
+    return conversation_id, document_id

@@ -1,32 +1,30 @@
 """Read a long document with a KV cache bounded by one segment, and answer a question.
 
-A 60K-token document must not need 60K tokens of KV cache. `LongDocumentRunner` cuts
-the document into segments (`segmenter`) and, for each one, asks the model to rewrite
-the running notes given the notes so far and the segment. Only the system prompt and
-the question stay cached between steps (the engine's ``side_generate`` trims its cache
-back to the prefix the prompt shared), so the cache never holds more than
+A 60K-token document must not need 60K tokens of KV cache. `LongDocumentRunner` reads
+the segments its `Planner` cut and, for each one, asks the model to rewrite the running
+notes given the notes so far and the segment. Only the system prompt and the question
+stay cached between steps (`steps`), so the cache never holds more than
 
     prefix + notes so far + one segment + the new notes
 
 whatever the document's length. The notes after the last segment cover the whole
-document; the answer is streamed from them. A short document is read whole when that
-is comfortable (`mode`).
+document; the answer is streamed from them and followed by the segments each of its
+points came from (`sources`). A short document is read whole when that is comfortable
+in memory and time (`mode`).
 
 Every segment's notes are saved in their own transaction as they are written, so a
-killed or cancelled run resumes at the next segment (`resume`). The run is recorded in
-the conversation as a user message naming the document and the question, and the
-answer as the assistant's reply, so the app shows it like any other turn.
-
-No MLX here: the engine is used through its thread-safe API (``render``,
-``count_tokens``, ``prefill``, ``side_generate``, ``drop_cache``, ``model_info``).
+killed or cancelled run resumes at the next segment (`resume`); a cancel is noticed
+between prefill chunks, within a second. The run is recorded in the conversation as a
+user message naming the document and the question, and the answer as the assistant's
+reply, so the app shows it like any other turn. Each step's measured speed goes into
+the `SpeedRecord`, which the next plan's estimate uses.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from app.core.budget import BudgetSettings
 from app.core.cancel import CancelToken
@@ -35,64 +33,40 @@ from app.core.engine.events import GenerationEvent
 from app.core.errors import InputError
 from app.core.longdoc.events import (
     AnswerChunk,
+    ReadingProgress,
     RunFinished,
     RunStarted,
     SegmentFinished,
     SegmentStarted,
 )
-from app.core.longdoc.mode import ContextNeeds, ModeChoice, choose_mode
+from app.core.longdoc.known_files import remember_file
+from app.core.longdoc.planning import JOIN_SLACK, Planner, RunPlan
+from app.core.longdoc.progress import ProgressTracker
 from app.core.longdoc.prompts import (
-    DEFAULT_QUESTION,
     answer_messages,
-    request_text,
     segment_messages,
     whole_messages,
 )
 from app.core.longdoc.reader import DocumentText
-from app.core.longdoc.resume import Resumable, find_resumable, find_resumable_anywhere
-from app.core.longdoc.segmenter import (
-    Segment,
-    SegmentSpan,
-    stream_segments,
-    truncate_to_tokens,
-)
-from app.core.longdoc.sizing import KVSizing, kv_sizing
+from app.core.longdoc.resume import find_resumable_reading, record_reading
+from app.core.longdoc.segmenter import Segment, segment_texts, truncate_to_tokens
+from app.core.longdoc.sizing import KVSizing
+from app.core.longdoc.sources import find_sources, sources_text
+from app.core.longdoc.speed import SpeedRecord, remember_step
+from app.core.longdoc.steps import follow_step, run_step
 from app.core.presets import Preset
 from app.core.store import ReplySaver, Store
 
-JOIN_SLACK = 8
-"""Tokens allowed for BPE merges where notes and segment are pasted into a prompt
-measured without them: the bounds below are checked against every real prompt."""
+__all__ = ["JOIN_SLACK", "Event", "LongDocumentRunner", "RunPlan"]
 
-Event = RunStarted | SegmentStarted | SegmentFinished | AnswerChunk | RunFinished
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """How a document will be read, decided before any generation.
-
-    Attributes:
-        question: The question asked (the default one when none was given).
-        segments: Where the document's segments lie (the whole text as one when
-            read whole); their text is streamed from the document when read.
-        needs: Context each way of reading needs.
-        choice: The mode and why.
-        kv_bytes_limit: KV bytes at the most context any step holds.
-        stored_segment_tokens: Tokens per segment recorded with the document: the
-            preset's, or the whole document's when it is read whole.
-    """
-
-    question: str
-    segments: tuple[SegmentSpan, ...]
-    needs: ContextNeeds
-    choice: ModeChoice
-    kv_bytes_limit: int
-    stored_segment_tokens: int
-
-    @property
-    def mode(self) -> str:
-        """``whole`` or ``segments``."""
-        return self.choice.mode
+Event = (
+    RunStarted
+    | SegmentStarted
+    | ReadingProgress
+    | SegmentFinished
+    | AnswerChunk
+    | RunFinished
+)
 
 
 class LongDocumentRunner:
@@ -109,6 +83,9 @@ class LongDocumentRunner:
         budget_settings: Memory budget settings used when ``sizing`` is computed.
         seed: Sampling seed.
         clock: Monotonic seconds, for the step timings.
+        cancel: The token that stops the run (a new one when None).
+        speeds: Where speeds measured on this machine are kept and read for the
+            estimates; the app home's file by default, None to measure nothing.
     """
 
     def __init__(
@@ -122,14 +99,21 @@ class LongDocumentRunner:
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         cancel: CancelToken | None = None,
+        speeds: SpeedRecord | None | str = "default",
     ):
         self.engine = engine
         self.store = store
         self.preset = preset
         self.seed = seed
-        self._sizing = sizing
-        self._budget_settings = budget_settings
         self._clock = clock
+        self.speeds = SpeedRecord() if speeds == "default" else speeds
+        self.planner = Planner(
+            engine,
+            preset,
+            sizing=sizing,
+            budget_settings=budget_settings,
+            speeds=self.speeds,
+        )
         # The engine polls the same token after every token and between prefill
         # chunks, so a cancel needs no handle (and no lock: it runs in signal handlers).
         self._cancel = cancel if cancel is not None else CancelToken()
@@ -137,7 +121,7 @@ class LongDocumentRunner:
     # -- cancelling ------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the run after the current token; safe from any thread or signal handler.
+        """Stop the run within a second; safe from any thread or signal handler.
 
         No further segment starts; the segment being read keeps no notes. A runner
         stays cancelled: use a new one for the next run.
@@ -154,97 +138,16 @@ class LongDocumentRunner:
     @property
     def sizing(self) -> KVSizing:
         """KV arithmetic of the loaded model at the preset's precision."""
-        if self._sizing is None:
-            info = self.engine.model_info
-            self._sizing = kv_sizing(
-                info.folder,
-                info.weights_bytes,
-                info.activation_dtype,
-                self.preset.kv_bits,
-                self.preset.kv_group,
-                settings=self._budget_settings,
-            )
-        return self._sizing
+        return self.planner.sizing
 
     def plan(
         self, document: DocumentText, question: str | None = None, mode: str = "auto"
     ) -> RunPlan:
         """Cut the document and decide how to read it; nothing is generated or stored.
 
-        Args:
-            document: The document.
-            question: What to answer; a summary is asked for when None or blank.
-            mode: ``auto``, ``whole`` or ``segments``.
-
-        Raises:
-            ValueError: An unknown mode.
-            BudgetError: The chosen way does not fit in memory (with the numbers).
-            InputError: The document has no text for the tokenizer.
+        See `Planner.plan`; a first-time speed probe stops with the run's cancel.
         """
-        question = (question or "").strip() or DEFAULT_QUESTION
-        preset, count = self.preset, self.engine.count_tokens
-        # One streaming pass: only the segments' places are kept, never the text.
-        segments = [
-            s.span
-            for s in stream_segments(document.chunks(), preset.segment_tokens, count)
-        ]
-        if not segments:
-            raise InputError(f"{document.name} contains no text.")
-        system = preset.system_prompt
-        total = len(segments)
-        # The prompts measured empty: notes, segment and document are added to them.
-        step = len(
-            self.engine.render(segment_messages(system, question, "", "", total, total))
-        )
-        answer = len(self.engine.render(answer_messages(system, question, "", total)))
-        whole = len(self.engine.render(whole_messages(system, question, "")))
-        notes = preset.summary_max_tokens
-        # Segments' tokens, without the whitespace between them and BPE merges across.
-        document_tokens = sum(s.tokens for s in segments)
-        slack = JOIN_SLACK * len(segments)
-        safe = self.sizing.max_safe_context
-        whole_text = None
-        if document_tokens <= preset.max_context + slack or (
-            mode == "whole" and (safe is None or document_tokens <= safe + slack)
-        ):
-            # It may be read whole: count it exactly. Such a document is no longer
-            # than a context it fits in, so holding its text is bounded too.
-            whole_text = document.read_text()
-            document_tokens = count(whole_text)
-        longest = max(s.tokens for s in segments)
-        needs = ContextNeeds(
-            document_tokens=document_tokens,
-            whole_tokens=whole + JOIN_SLACK + document_tokens + preset.max_tokens,
-            segment_tokens=longest,
-            segments=total,
-            segment_context=max(
-                step + JOIN_SLACK + notes + longest + notes,
-                answer + JOIN_SLACK + notes + preset.max_tokens,
-            ),
-        )
-        sizing = self.sizing
-        choice = choose_mode(
-            mode,
-            needs,
-            max_safe_context=sizing.max_safe_context,
-            max_context=preset.max_context,
-            segmenting=preset.segmenting,
-            kv_bits=preset.kv_bits,
-            kv_bytes=sizing.kv_bytes,
-        )
-        stored_segment_tokens = preset.segment_tokens
-        if choice.mode == "whole":
-            length = len(whole_text if whole_text is not None else document.read_text())
-            segments = [SegmentSpan(0, 0, length, document_tokens)]
-            stored_segment_tokens = document_tokens
-        return RunPlan(
-            question=question,
-            segments=tuple(segments),
-            needs=needs,
-            choice=choice,
-            kv_bytes_limit=sizing.kv_bytes(choice.context_tokens),
-            stored_segment_tokens=stored_segment_tokens,
-        )
+        return self.planner.plan(document, question, mode, self._cancel)
 
     # -- running ---------------------------------------------------------------------
 
@@ -255,6 +158,7 @@ class LongDocumentRunner:
         *,
         conversation_id: int | None = None,
         mode: str = "auto",
+        plan: RunPlan | None = None,
     ) -> Iterator[Event]:
         """Read the document and answer; yields progress events in order.
 
@@ -264,11 +168,13 @@ class LongDocumentRunner:
             conversation_id: The conversation to record the run in. When None, an
                 unfinished reading of the same file and question in a recent
                 conversation is resumed, else a new conversation is created.
-            mode: ``auto``, ``whole`` or ``segments``.
+            mode: ``auto``, ``whole`` or ``segments`` (ignored with ``plan``).
+            plan: A plan of this document made (and shown) before, e.g. by `plan`.
 
         Yields:
-            `RunStarted`, `SegmentStarted`/`SegmentFinished` per segment read,
-            `AnswerChunk`s, then `RunFinished`.
+            `RunStarted`, per segment read `SegmentStarted`, `ReadingProgress` and
+            `SegmentFinished`, then `ReadingProgress` and `AnswerChunk`s, then
+            `RunFinished`.
 
         Raises:
             ValueError: An unknown mode.
@@ -278,11 +184,15 @@ class LongDocumentRunner:
                 ``error`` with the reason.
         """
         started = self._clock()
-        plan = self.plan(document, question, mode)
-        resumable = self._resumable(document, plan, conversation_id)
+        if plan is None:
+            plan = self.plan(document, question, mode)
+        if document.text is None or document.kind != "text":
+            # A file (not a string built in memory): the app's Resume re-reads it.
+            remember_file(document.sha256, document.path)
+        resumable = find_resumable_reading(self.store, document, plan, conversation_id)
         if resumable is None:
-            conversation_id, document_id = self._record_new(
-                document, plan, conversation_id
+            conversation_id, document_id = record_reading(
+                self.store, self.engine, self.preset, document, plan, conversation_id
             )
             resumed_from, notes = 0, ""
         else:
@@ -294,13 +204,16 @@ class LongDocumentRunner:
                 self.store.set_document_status(document_id, "reading")
         key = conversation_cache_key(conversation_id)
         total = len(plan.segments)
+        tracker = ProgressTracker(plan, resumed_from, self._clock)
         steps: list[SegmentFinished | GenerationEvent] = []
         next_segment = resumed_from
-        answer, message_id = "", None
+        answer, message_id, sources = "", None, ()
         # What the stored reading becomes if the run ends here: a kill signal or a
         # consumer that stops iterating leaves it resumable.
         status = "interrupted"
         try:
+            prefix = self._cache_prefix(key, plan)
+            remaining = plan.remaining_seconds(resumed_from)
             yield RunStarted(
                 mode=plan.mode,
                 mode_reason=plan.choice.reason,
@@ -309,16 +222,20 @@ class LongDocumentRunner:
                 resumed_from=resumed_from,
                 conversation_id=conversation_id,
                 document_id=document_id,
-                prefix_tokens=self._cache_prefix(key, plan),
+                prefix_tokens=prefix,
                 context_tokens=plan.choice.context_tokens,
                 kv_bytes_limit=plan.kv_bytes_limit,
+                estimate_s=remaining or 0.0,
+                plan_line=plan.line,
             )
             if plan.mode == "segments":
                 for segment in self._segments(document, plan, resumed_from):
                     if self.cancelled:
                         break
                     yield SegmentStarted(segment.index, total, segment.tokens)
-                    step = self._read_segment(key, plan, segment, notes)
+                    step = yield from self._read_segment(
+                        key, plan, segment, notes, tracker
+                    )
                     if step is None:  # cancelled mid-segment: its notes are not kept
                         break
                     notes, report = step
@@ -335,9 +252,8 @@ class LongDocumentRunner:
                     steps.append(report)
                     yield report
             if not self.cancelled:
-                messages = self._answer_messages(plan, document, notes)
-                answer, message_id, final = yield from self._answer(
-                    key, plan, messages, conversation_id
+                answer, message_id, final, sources = yield from self._answer(
+                    key, plan, document, notes, conversation_id, tracker
                 )
                 steps.append(final)
                 if plan.mode == "whole" and final.finish_reason != "cancelled":
@@ -367,6 +283,7 @@ class LongDocumentRunner:
             seconds=self._clock() - started,
             max_kv_bytes=max((s.kv_bytes for s in steps), default=0),
             peak_memory_bytes=max((s.peak_memory_bytes for s in steps), default=0),
+            sources=sources,
         )
 
     # -- steps -----------------------------------------------------------------------
@@ -377,62 +294,17 @@ class LongDocumentRunner:
         """Stream the planned segments from ``first`` on, with their text.
 
         Raises:
-            InputError: The document no longer cuts as planned (it changed).
+            InputError: The document changed since it was planned.
         """
-        stream = stream_segments(
-            document.chunks(), self.preset.segment_tokens, self.engine.count_tokens
-        )
-        for segment in stream:
-            planned = plan.segments[segment.index : segment.index + 1]
-            if planned != (segment.span,):
-                raise InputError(
-                    f"{document.name} changed while it was being read; start the "
-                    "reading again."
-                )
-            if segment.index >= first:
-                yield segment
-
-    def _resumable(
-        self, document: DocumentText, plan: RunPlan, conversation_id: int | None
-    ) -> Resumable | None:
-        args = (
-            document.sha256,
-            plan.stored_segment_tokens,
-            list(plan.segments),
-            plan.question,
-        )
-        if conversation_id is None:
-            return find_resumable_anywhere(self.store, *args)
-        return find_resumable(self.store, conversation_id, *args)
-
-    def _record_new(
-        self, document: DocumentText, plan: RunPlan, conversation_id: int | None
-    ) -> tuple[int, int]:
-        """Store the document and the user's request; return (conversation, document)."""
-        if conversation_id is None:
-            conversation_id = self.store.create_conversation(
-                model=self.engine.model_info.folder,
-                preset=self.preset.name,
-                settings=self.preset.to_dict(),
-                system_prompt=self.preset.system_prompt,
-            )
-        document_id = self.store.add_document(
-            conversation_id,
-            document.name,
-            document.size_bytes,
-            document.sha256,
-            plan.stored_segment_tokens,
-            len(plan.segments),
-        )
-        request = request_text(document.name, plan.question)
-        self.store.add_message(
-            conversation_id,
-            "user",
-            request,
-            token_count=self.engine.count_tokens(request),
-        )
-        self.store.auto_title(conversation_id)
-        return conversation_id, document_id
+        try:
+            for segment in segment_texts(document.chunks(), plan.segments):
+                if segment.index >= first:
+                    yield segment
+        except ValueError as exc:
+            raise InputError(
+                f"{document.name} changed while it was being read ({exc}); start the "
+                "reading again."
+            ) from exc
 
     def _cache_prefix(self, key: str, plan: RunPlan) -> int:
         """Fill the cache with the tokens every step's prompt starts with; return them.
@@ -440,19 +312,18 @@ class LongDocumentRunner:
         ``side_generate`` trims the cache back to what its prompt shared with it, so
         this prefix is all that survives from one step to the next.
         """
-        system, question = self.preset.system_prompt, plan.question
-        # Two step prompts that differ only in their notes.
-        probes = [
-            self.engine.render(segment_messages(system, question, notes, "", 0, 1))
-            for notes in ("a", "b")
-        ]
-        prefix = os.path.commonprefix(probes)
-        self.engine.prefill(key, prefix, self.preset.kv_settings())
+        prefix = list(plan.prompts.prefix)
+        self.engine.prefill(key, prefix, self.preset.kv_settings(), cancel=self._cancel)
         return len(prefix)
 
     def _read_segment(
-        self, key: str, plan: RunPlan, segment: Segment, notes: str
-    ) -> tuple[str, SegmentFinished] | None:
+        self,
+        key: str,
+        plan: RunPlan,
+        segment: Segment,
+        notes: str,
+        tracker: ProgressTracker,
+    ) -> Generator[ReadingProgress, None, tuple[str, SegmentFinished] | None]:
         """Write the notes after one segment; None when cancelled during it."""
         started = self._clock()
         preset = self.preset
@@ -470,9 +341,14 @@ class LongDocumentRunner:
             preset.sampling_settings(self.seed), max_tokens=preset.summary_max_tokens
         )
         parts: list[str] = []
-        final = _drain(self._stream(key, plan, ids, sampling), parts)
+        tracker.start_step(segment.index)
+        final = yield from follow_step(
+            self._step(key, plan, ids, sampling), tracker, parts.append
+        )
+        tracker.finish_step()
         if final.finish_reason == "cancelled":
             return None
+        remember_step(self.speeds, self.planner.speed_key, final)
         # Text can re-tokenize longer than it was generated; the bound is on what the
         # next prompt carries.
         notes = truncate_to_tokens(
@@ -489,89 +365,90 @@ class LongDocumentRunner:
             kv_bytes=final.kv_bytes,
             context_tokens=final.context_tokens,
             peak_memory_bytes=final.peak_memory_bytes,
+            notes=notes,
+            prefill_s=final.prefill_s,
+            prefill_tokens=final.new_tokens,
         )
         return notes, report
 
-    def _stream(
-        self, key: str, plan: RunPlan, ids: list[int], sampling
-    ) -> Generator[str, None, GenerationEvent]:
-        """Run one step on the cache; yield its text pieces, return its final event.
-
-        Raises:
-            RuntimeError: The step could pass the context the plan promised (a bug in
-                the plan's arithmetic, refused before anything is allocated).
-        """
-        limit = plan.choice.context_tokens
-        if len(ids) + sampling.max_tokens > limit:
-            raise RuntimeError(
-                f"a step of {len(ids)} prompt + {sampling.max_tokens} new tokens "
-                f"would pass the planned context of {limit} tokens"
-            )
-        handle = self.engine.side_generate(
-            key, ids, self.preset.kv_settings(), sampling, cancel=self._cancel
+    def _step(self, key: str, plan: RunPlan, ids: list[int], sampling):
+        return run_step(
+            self.engine,
+            key,
+            ids,
+            self.preset.kv_settings(),
+            sampling,
+            limit=plan.choice.context_tokens,
+            cancel=self._cancel,
         )
-        try:
-            for event in handle:
-                if isinstance(event, GenerationEvent) and event.text:
-                    yield event.text
-        finally:
-            if handle.final is None:  # the consumer left early: stop the engine too
-                handle.cancel()
-        return handle.final
-
-    def _answer_messages(
-        self, plan: RunPlan, document: DocumentText, notes: str
-    ) -> list[dict]:
-        system = self.preset.system_prompt
-        if plan.mode == "whole":
-            return whole_messages(system, plan.question, document.read_text())
-        return answer_messages(system, plan.question, notes, len(plan.segments))
 
     def _answer(
-        self, key: str, plan: RunPlan, messages: list[dict], conversation_id: int
-    ) -> Generator[AnswerChunk, None, tuple[str, int, GenerationEvent]]:
-        """Stream the answer into the conversation as `AnswerChunk`s.
+        self,
+        key: str,
+        plan: RunPlan,
+        document: DocumentText,
+        notes: str,
+        conversation_id: int,
+        tracker: ProgressTracker,
+    ) -> Generator[ReadingProgress | AnswerChunk, None, tuple]:
+        """Stream the answer into the conversation, then the segments it drew on.
 
         Returns:
-            The answer, its message id and the step's final event.
+            The answer, its message id, the step's final event and the sources.
         """
+        system = self.preset.system_prompt
+        if plan.mode == "whole":
+            messages = whole_messages(system, plan.question, document.read_text())
+            tracker.start_step(0)
+        else:
+            messages = answer_messages(system, plan.question, notes, len(plan.segments))
+            yield tracker.answering()
         ids = self.engine.render(messages)
         message_id = self.store.begin_reply(conversation_id)
         saver = ReplySaver(self.store, message_id)
-        stream = self._stream(key, plan, ids, self.preset.sampling_settings(self.seed))
+        chunks: list[str] = []
+        sampling = self.preset.sampling_settings(self.seed)
+        sources = ()
         try:
-            final = yield from _forward(stream, saver)
+            follow = follow_step(
+                self._step(key, plan, ids, sampling),
+                tracker,
+                chunks.append,
+                whole=plan.mode == "whole",
+            )
+            while True:
+                try:
+                    event = next(follow)
+                except StopIteration as stop:
+                    final = stop.value
+                    break
+                for text in chunks:
+                    saver.add(text)
+                    yield AnswerChunk(text)
+                chunks.clear()
+                if isinstance(event, ReadingProgress):
+                    yield event
+            for text in chunks:
+                saver.add(text)
+                yield AnswerChunk(text)
+            stopped = final.finish_reason == "cancelled"
+            if not stopped:
+                remember_step(self.speeds, self.planner.speed_key, final)
+                # A whole read cites the parts the document was cut into when planned.
+                sources = find_sources(
+                    saver.text,
+                    segment_texts(document.chunks(), plan.parts),
+                    len(plan.parts),
+                )
+                cited = sources_text(sources)
+                if cited:
+                    saver.add(cited, tokens=0)
+                    yield AnswerChunk(cited)
         except Exception as exc:
             saver.fail(exc)
             raise
         except BaseException:  # a kill signal or a consumer that stopped iterating
             saver.finish(stopped=True)
             raise
-        stats = reply_stats(final)
-        saver.finish(stats, stopped=final.finish_reason == "cancelled")
-        return saver.text, message_id, final
-
-
-def _drain(stream: Generator[str, None, GenerationEvent], parts: list[str]):
-    """Drain ``stream`` into ``parts``; return its final event."""
-    while True:
-        try:
-            parts.append(next(stream))
-        except StopIteration as stop:
-            return stop.value
-
-
-def _forward(
-    stream: Generator[str, None, GenerationEvent], saver: ReplySaver
-) -> Generator[AnswerChunk, None, GenerationEvent]:
-    """Save and pass on each piece of ``stream``; return its final event."""
-    try:
-        while True:
-            try:
-                text = next(stream)
-            except StopIteration as stop:
-                return stop.value
-            saver.add(text)
-            yield AnswerChunk(text)
-    finally:
-        stream.close()  # cancels the engine's step if the consumer left early
+        saver.finish(reply_stats(final), stopped=stopped)
+        return saver.text, message_id, final, sources

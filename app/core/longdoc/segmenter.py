@@ -178,6 +178,43 @@ def stream_segments(
         buffer, base, want = buffer[keep_from:], base + keep_from, window_chars
 
 
+def segment_texts(
+    chunks: Iterable[str], spans: Iterable[SegmentSpan]
+) -> Iterator[Segment]:
+    """Give planned segments their text again, from the document streamed once more.
+
+    No tokenizer call: the spans were cut when the reading was planned, so reading a
+    document costs one segmentation, not two. Only the text up to the end of the
+    current span is held.
+
+    Args:
+        chunks: The text, in consecutive pieces of any size (as planned).
+        spans: Spans of that text in increasing order.
+
+    Yields:
+        The segments, with their text.
+
+    Raises:
+        ValueError: The text ends before a span does (it changed since planning).
+    """
+    pieces = iter(chunks)
+    buffer, base = "", 0  # buffer holds the text from offset `base` on
+    for span in spans:
+        if span.start < base:
+            raise ValueError("spans must be in increasing order")
+        while base + len(buffer) < span.end:
+            piece = next(pieces, None)
+            if piece is None:
+                raise ValueError(
+                    f"the text ends at {base + len(buffer)}, before segment "
+                    f"{span.index + 1} ends at {span.end}"
+                )
+            buffer += piece
+        text = buffer[span.start - base : span.end - base]
+        buffer, base = buffer[span.end - base :], span.end
+        yield Segment(span.index, span.start, span.end, text, span.tokens)
+
+
 def truncate_to_tokens(text: str, max_tokens: int, count_tokens: CountTokens) -> str:
     """Return a prefix of ``text`` with at most ``max_tokens`` tokens, as long as found.
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from app.core.quality.cells import TRIM, Cell, kv_cell, settings_cell
 from app.core.quality.metrics import FAILS, CellResult
-from app.core.quality.report_text import one_line, preset_warning
+from app.core.quality.report_text import one_line, preset_warning, short_line
+
+NOT_MEASURED = "not measured on this model — Check quality in Models"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,16 @@ class PresetQuality:
     def fails(self) -> bool:
         """True when the preset's KV precision fails a threshold."""
         return self.kv is not None and self.kv.result.verdict == FAILS
+
+    @property
+    def summary(self) -> str:
+        """The short phrase shown beside the preset: its KV precision's result, else
+        its trim's (a 16-bit preset loses nothing to KV precision), else `NOT_MEASURED`.
+        """
+        stored = self.kv or self.trim
+        if stored is None:
+            return NOT_MEASURED
+        return short_line(stored.result, stored.measured_at)
 
     def lines(self) -> list[str]:
         """One line per measured compression of the preset."""

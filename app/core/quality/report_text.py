@@ -75,6 +75,39 @@ AGED_EXPLANATION = (
 )
 
 
+def _short_percent(value: float) -> str:
+    # Whole percents read best next to a preset, but 99.6 % must not round to 100 %.
+    whole = f"{value * 100:.0f}"
+    return f"{value * 100:.1f} %" if whole == "100" and value < 1 else f"{whole} %"
+
+
+def short_line(result: CellResult, measured_at: str = "") -> str:
+    """The phrase next to a preset, e.g. ``4-bit KV on this model: 96 % top-1, recall
+    9/10, measured 3 Dec`` (the group is named only when it is not 64)."""
+    cell = result.cell
+    if cell.aging:
+        name = cell.label  # the tiers: "aged KV (512 exact, then 4-bit), group 64"
+    elif cell.kind == KV:
+        name = f"{cell.bits}-bit KV"
+        if cell.group_size != 64:
+            name += f" (group {cell.group_size})"
+    else:
+        name = cell.label.capitalize()
+    if result.error:
+        return f"{name} on this model: not measured ({result.error})"
+    parts = []
+    if result.top1_agreement is not None:
+        parts.append(f"{_short_percent(result.top1_agreement)} top-1")
+    if result.recall_total:
+        parts.append(f"recall {result.recall_hits}/{result.recall_total}")
+    if measured_at:
+        parts.append(f"measured {measured_day(measured_at)}")
+    text = f"{name} on this model: {', '.join(parts)}"
+    if not result.complete:
+        text += " (stopped early)"
+    return text
+
+
 def table(report: QualityReport) -> str:
     """The whole report as a fixed-width table with a heading and the legend."""
     kind = "quick" if report.quick else "full"

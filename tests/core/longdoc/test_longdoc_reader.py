@@ -44,24 +44,19 @@ def test_windows_and_old_mac_newlines_become_newlines(tmp_path):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (
-            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
-            r"binary file \(NUL byte at offset 8\)",
-        ),
-        (
-            b"%PDF-1.7\n\xe2\xe3\xcf\xd3\n",
-            r"not valid UTF-8 text: byte 0xe2 at offset 9",
-        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"is an image; Swapless reads text"),
+        (b"%PDF-1.7\n\xe2\xe3\xcf\xd3\n", r"is not a readable PDF"),
+        (b"data\x00\x01\x02", r"binary file \(NUL byte at offset 4\)"),
         ("café".encode("latin-1"), r"not valid UTF-8 text: byte 0xe9 at offset 3"),
         (codecs.BOM_UTF16_LE + b"h\x00\x00\x00i\x00", r"binary file \(it contains NUL"),
         (codecs.BOM_UTF16_LE + b"h\x00i", r"not valid UTF-16 text"),
         (b"", r"is empty"),
         (b" \n\t\n", r"contains no text"),
     ],
-    ids=["png", "pdf", "latin1", "utf16-nul", "utf16-odd", "empty", "blank"],
+    ids=["png", "pdf", "nul", "latin1", "utf16-nul", "utf16-odd", "empty", "blank"],
 )
 def test_unusable_files_are_refused_naming_the_file(tmp_path, raw, message):
-    path = tmp_path / "input.bin"
+    path = tmp_path / "input.dat"
     path.write_bytes(raw)
     with pytest.raises(InputError, match=message) as caught:
         read_document(path)

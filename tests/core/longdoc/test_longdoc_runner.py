@@ -16,6 +16,7 @@ from app.core.engine.engine import Engine
 from app.core.longdoc import (
     AnswerChunk,
     LongDocumentRunner,
+    ReadingProgress,
     RunFinished,
     RunStarted,
     SegmentFinished,
@@ -152,7 +153,7 @@ def test_twenty_segments_hold_no_more_kv_than_one_segment(
         act_dtype_bytes=4,
     )
     # Reading the document in one go would need many times that.
-    assert started.document_tokens > 8 * bound_tokens
+    assert started.document_tokens > 7 * bound_tokens
     for report in reports:
         assert report.tokens <= SEGMENT_TOKENS
         assert report.context_tokens <= bound_tokens
@@ -266,7 +267,7 @@ def test_a_segment_cancelled_midway_keeps_no_notes_and_questions_must_match(
         mode="segments",
         cancel_on=lambda e: isinstance(e, SegmentStarted) and e.index == 1,
     )
-    assert [type(e) for e in first] == [
+    assert [type(e) for e in first if not isinstance(e, ReadingProgress)] == [
         RunStarted,
         SegmentStarted,
         SegmentFinished,
