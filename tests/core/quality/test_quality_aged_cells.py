@@ -11,7 +11,7 @@ from app.core.quality.cells import KV, Cell, aged_cell, grid
 from app.core.quality.plan import plan_check
 from app.core.quality.preset_quality import StoredResult, preset_quality
 from app.core.quality.probes import ProbeSizes
-from app.core.quality.report_text import table
+from app.core.quality.report_text import short_line, table
 
 # Texts long enough (256 tokens) that a 64-token window over a 64-token block leaves
 # most of every text's scored positions reading old tokens at the floor.
@@ -105,3 +105,5 @@ def test_check_quality_measures_a_user_presets_aging_on_the_model(
     assert rows["aged-small"].kv.result.cell.key == small_key
     assert rows["aged-wide"].kv.result.cell.key == wide_key
     assert "aged KV (64 exact, then 4-bit)" in rows["aged-small"].lines()[0]
+    # The phrase beside a preset names the tiers, not just the floor's bits.
+    assert short_line(results[small_key]).startswith("aged KV (64 exact, then 4-bit)")
