@@ -211,7 +211,7 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
 
 
 def _draw_aged_kv(results: dict, path: Path) -> bool:
-    from app.bench.aged_kv import draw_recall_vs_bytes
+    from app.bench.aged_kv_plot import draw_recall_vs_bytes
 
     return draw_recall_vs_bytes(results, path)
 
