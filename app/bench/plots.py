@@ -3,7 +3,9 @@
 ``memory_vs_turns.png``: KV bytes, process RSS and decode speed per turn of the long
 conversation, auto-trim on vs off. ``tps_vs_context.png``: decode speed against context
 length per KV precision. ``longdoc_memory.png``: decode speed and peak memory of a long
-document read whole at 16/4-bit KV and in segments at 4-bit. A plot whose part did not run is not drawn.
+document read whole at 16/4-bit KV and in segments at 4-bit.
+``aged_kv_recall_vs_bytes.png``: pass-key recall and KL against KV bytes of aged and
+uniform caches (`aged_kv`). A plot whose part did not run is not drawn.
 """
 
 from __future__ import annotations
@@ -208,6 +210,12 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
     return True
 
 
+def _draw_aged_kv(results: dict, path: Path) -> bool:
+    from app.bench.aged_kv_plot import draw_recall_vs_bytes
+
+    return draw_recall_vs_bytes(results, path)
+
+
 def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
     from app.bench.fidelity import draw_recall_vs_kv_bytes
 
@@ -218,6 +226,7 @@ PLOTS = {
     "memory_vs_turns.png": draw_memory_vs_turns,
     "tps_vs_context.png": draw_tps_vs_context,
     "longdoc_memory.png": draw_longdoc_memory,
+    "aged_kv_recall_vs_bytes.png": _draw_aged_kv,
     "recall_vs_kv_bytes.png": _draw_recall_vs_kv_bytes,
 }
 

@@ -23,6 +23,7 @@ _MODULES = {
     "long_document": "app.bench.long_document",
     "prefix_cache": "app.bench.prefix_cache",
     "context_speed": "app.bench.context_speed",
+    "aged_kv": "app.bench.aged_kv",
     "architectures": "app.bench.architectures",
     "fidelity": "app.bench.fidelity",
     "server": "app.bench.server",

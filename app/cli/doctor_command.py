@@ -24,6 +24,26 @@ def register(subcommands) -> None:
     parser.set_defaults(run=run)
 
 
+def aged_presets() -> dict:
+    """Presets that age their KV cache: name -> (aging, group).
+
+    A user preset file that does not load leaves only the built-in presets here (the
+    doctor is a checkup; `swapless presets` names the bad file).
+    """
+    from app.core.errors import SettingsError
+    from app.core.presets import all_presets, builtin_presets
+
+    try:
+        presets = all_presets()
+    except SettingsError:
+        presets = builtin_presets()
+    return {
+        name: (preset.kv_aging, preset.kv_group)
+        for name, preset in presets.items()
+        if preset.kv_aging is not None
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
     from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
@@ -45,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         MemoryProbe().sample(),
         act_dtype_bytes=profile.act_dtype_bytes,
         weights_bytes=weights,
+        aged=aged_presets(),
     )
     quality_lines: list[str] = []
     if model_dir is not None:

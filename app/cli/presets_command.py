@@ -29,8 +29,14 @@ def run(args: argparse.Namespace) -> int:
     for name, preset in presets.items():
         origin = "built-in" if name in builtin else "user"
         print(f"{name} ({origin}): {preset.description}")
+        aging = preset.kv_aging
+        kv = (
+            f"KV aged ({aging.label()}) g{preset.kv_group}"
+            if aging is not None
+            else f"KV {preset.kv_bits}-bit g{preset.kv_group}"
+        )
         print(
-            f"    KV {preset.kv_bits}-bit g{preset.kv_group}, max_context "
+            f"    {kv}, max_context "
             f"{preset.max_context}, keep {preset.keep_ratio:.0%}, "
             f"auto-trim {'on' if preset.auto_trim else 'off'} ({preset.trim_method}, "
             f"{preset.summary_mode} summaries), temperature {preset.temperature}, "

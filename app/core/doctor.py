@@ -13,6 +13,7 @@ files, and returns a JSON-ready dict; `format_report` renders it for a terminal.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from app.core.budget.model_config import load_config
 from app.core.budget.model_geometry import ModelGeometry, layer_summary, read_geometry
 from app.core.budget.weights import read_weights
 from app.core.budget.weights_check import check_layers_present
+from app.core.doctor_aged import aged_section, format_aged
+from app.core.generation_settings import KVAging
 from app.core.memory.snapshot import MemorySnapshot
 
 PRECISIONS = (16, 8, 4)
@@ -59,6 +62,7 @@ def build_report(
     act_dtype_bytes: int | None = None,
     *,
     weights_bytes: int | None = None,
+    aged: Mapping[str, tuple[KVAging, int]] | None = None,
 ) -> dict[str, Any]:
     """Gather the doctor report.
 
@@ -70,6 +74,8 @@ def build_report(
             the CPU backend); defaults to config.json's dtype. Also the width float
             weights are counted at.
         weights_bytes: Resident weights size, overriding the safetensors headers.
+        aged: Presets that age their KV cache: name -> (aging, group); their tiers'
+            bytes are reported under ``kv_aged`` (`doctor_aged.aged_section`).
 
     Returns:
         A JSON-ready dict with ``device``, ``settings`` and, with a model, ``model``,
@@ -79,7 +85,8 @@ def build_report(
         model cannot use, with the reason; their values above are ``None``),
         ``kv_layers`` (``{"16": [layer kind dicts], ...}``: per kind and geometry the
         layer count, the bits it is held at, its bytes per token or its fixed bytes)
-        and ``fixed_kv`` (bounded layers, state checkpoints and their total).
+        ``fixed_kv`` (bounded layers, state checkpoints and their total) and
+        ``kv_aged`` (per aged preset: bytes per tier at each length, max safe context).
 
     Raises:
         ModelLoadError: The model folder or its config/weights are unusable.
@@ -148,6 +155,15 @@ def build_report(
         "checkpoint_bytes_each": each,
         "total_bytes": fixed_kv_bytes(geometry, act),
     }
+    report["kv_aged"] = aged_section(
+        geometry,
+        aged or {},
+        context_points=CONTEXT_POINTS,
+        total_memory=snapshot.total_bytes,
+        weights_bytes=weights_bytes,
+        settings=settings,
+        act_dtype_bytes=act,
+    )
     return report
 
 
@@ -159,6 +175,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines += [""] + _format_model(report["model"])
         lines += [""] + _format_layers(report)
         lines += [""] + _format_kv_table(report)
+        aged = format_aged(report.get("kv_aged") or {}, _size, _tokens)
+        if aged:
+            lines += [""] + aged
         notes = report["model"]["notes"] + [
             f"{bits}-bit KV unavailable: {why}"
             for bits, why in report["kv_errors"].items()

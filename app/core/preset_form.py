@@ -41,6 +41,13 @@ LABELS = {
     "top_p": "Top-p",
     "max_tokens": "Reply length (tokens)",
     "system_prompt": "System prompt",
+    "kv_recent_tokens": "KV aging: newest tokens kept exact (0: off)",
+    "kv_band_tokens": "KV aging: tokens in the band after them",
+    "kv_band_key_bits": "KV aging: band key bits",
+    "kv_band_value_bits": "KV aging: band value bits",
+    "kv_floor_value_bits": "KV aging: oldest tokens' value bits (0: as KV bits)",
+    "kv_age_block": "KV aging: block moved down at once (tokens)",
+    "kv_rotate_keys": "KV aging: rotate keys before quantizing",
 }
 # The same labels inside a sentence ("... smaller than the context limit").
 _IN_SENTENCE = {

@@ -3,21 +3,28 @@
 Built-in presets come from ``resources/presets.toml``; user presets are TOML files under
 ``SWAPLESS_HOME/presets``. Every value is checked on load, and a bad one is refused with
 a message naming the key and the allowed values, so nothing downstream re-validates.
+
+The KV aging keys (``kv_recent_tokens`` …) came after version 0.1: a preset file or a
+stored conversation without them gets their defaults (aging off), never a refusal.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from app.core import partial_files, paths, private_files
 from app.core.errors import SettingsError
 from app.core.generation_settings import (
+    DEFAULT_AGE_BLOCK,
+    TIER_BITS,
+    VALID_AGE_BLOCKS,
     VALID_KV_BITS,
     VALID_KV_GROUPS,
+    KVAging,
     KVSettings,
     SamplingSettings,
 )
@@ -55,6 +62,17 @@ class Preset:
         top_p: Nucleus sampling threshold.
         max_tokens: Upper bound on a reply's length.
         system_prompt: The system prompt.
+        kv_recent_tokens: KV aging: the newest tokens kept unquantized; 0 turns aging
+            off (every token at ``kv_bits``). With aging, ``kv_bits`` is the key
+            precision of the oldest tokens.
+        kv_band_tokens: KV aging: tokens after the recent ones held at the band's
+            precision (0: none).
+        kv_band_key_bits: KV aging: bits of the band's keys.
+        kv_band_value_bits: KV aging: bits of the band's values.
+        kv_floor_value_bits: KV aging: bits of the oldest tokens' values (0: the same
+            as ``kv_bits``).
+        kv_age_block: KV aging: tokens moved down a tier at once.
+        kv_rotate_keys: KV aging: Hadamard-rotate keys before quantizing them.
     """
 
     name: str
@@ -74,9 +92,40 @@ class Preset:
     top_p: float
     max_tokens: int
     system_prompt: str
+    kv_recent_tokens: int = 0
+    kv_band_tokens: int = 0
+    kv_band_key_bits: int = 8
+    kv_band_value_bits: int = 8
+    kv_floor_value_bits: int = 0
+    kv_age_block: int = DEFAULT_AGE_BLOCK
+    kv_rotate_keys: bool = False
+
+    @property
+    def kv_aging(self) -> KVAging | None:
+        """The KV precision tiers by age, or None when aging is off.
+
+        Raises:
+            ValueError: The aging keys do not fit together (`preset_from_dict` has
+                already refused such a preset).
+        """
+        if not self.kv_recent_tokens:
+            return None
+        return KVAging(
+            recent_tokens=self.kv_recent_tokens,
+            band_tokens=self.kv_band_tokens,
+            band_key_bits=self.kv_band_key_bits,
+            band_value_bits=self.kv_band_value_bits,
+            floor_key_bits=self.kv_bits,
+            floor_value_bits=self.kv_floor_value_bits or self.kv_bits,
+            block_tokens=self.kv_age_block,
+            rotate_keys=self.kv_rotate_keys,
+        )
 
     def kv_settings(self) -> KVSettings:
         """Return the KV cache precision of this preset."""
+        aging = self.kv_aging
+        if aging is not None:
+            return KVSettings.aged(aging, self.kv_group)
         return KVSettings(
             bits=self.kv_bits,
             group_size=self.kv_group,
@@ -104,11 +153,21 @@ class Preset:
 
 
 _FIELDS = {f.name: f for f in fields(Preset)}
+# Keys added after 0.1: a file or stored conversation without them gets these.
+OPTIONAL_DEFAULTS = {
+    f.name: f.default
+    for f in fields(Preset)
+    if f.name.startswith("kv_") and (f.default is not MISSING)
+}
 _CHOICES: dict[str, tuple] = {
     "kv_bits": VALID_KV_BITS,
     "kv_group": VALID_KV_GROUPS,
     "trim_method": VALID_TRIM_METHODS,
     "summary_mode": VALID_SUMMARY_MODES,
+    "kv_band_key_bits": TIER_BITS,
+    "kv_band_value_bits": TIER_BITS,
+    "kv_floor_value_bits": (0, *TIER_BITS),
+    "kv_age_block": VALID_AGE_BLOCKS,
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "keep_ratio": KEEP_RATIO_RANGE,
@@ -119,6 +178,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 5.0),
     "top_p": (0.01, 1.0),
     "max_tokens": (1, 65_536),
+    "kv_recent_tokens": (0, MAX_CONTEXT),
+    "kv_band_tokens": (0, MAX_CONTEXT),
 }
 # The rules, for a form that explains them in its own words (`preset_form`).
 VALUE_RANGES = _RANGES
@@ -174,11 +235,50 @@ def preset_from_dict(name: str, data: dict[str, Any]) -> Preset:
         )
     values = {k: v for k, v in data.items() if k != "name"}
     reject_unknown_keys(values, (k for k in _FIELDS if k != "name"), f"preset {name!r}")
-    missing = [k for k in _FIELDS if k not in values and k != "name"]
+    missing = [
+        k
+        for k in _FIELDS
+        if k not in values and k != "name" and k not in OPTIONAL_DEFAULTS
+    ]
     if missing:
         raise SettingsError(f"preset {name!r}: missing key {missing[0]!r}")
     checked = {key: _check_value(name, key, value) for key, value in values.items()}
-    return Preset(name=name, **checked)
+    preset = Preset(name=name, **checked)
+    _check_aging(preset)
+    return preset
+
+
+def _check_aging(preset: Preset) -> None:
+    """Refuse aging keys that validate one by one but not together."""
+    if not preset.kv_recent_tokens:
+        return
+    where = f"preset {preset.name!r}"
+    if preset.kv_bits == 16:
+        raise SettingsError(
+            f"{where}: kv_recent_tokens turns KV aging on, which needs kv_bits 8 or 4 "
+            "for the oldest tokens' keys, got 16"
+        )
+    for key in ("kv_recent_tokens", "kv_band_tokens"):
+        if getattr(preset, key) % preset.kv_age_block:
+            raise SettingsError(
+                f"{where}: {key} must be a multiple of kv_age_block "
+                f"({preset.kv_age_block}), got {getattr(preset, key)!r}"
+            )
+    floor_values = preset.kv_floor_value_bits or preset.kv_bits
+    if preset.kv_band_tokens and (
+        preset.kv_bits > preset.kv_band_key_bits
+        or floor_values > preset.kv_band_value_bits
+    ):
+        raise SettingsError(
+            f"{where}: the oldest tokens (kv_bits {preset.kv_bits}, kv_floor_value_bits "
+            f"{floor_values}) cannot be more precise than the band (kv_band_key_bits "
+            f"{preset.kv_band_key_bits}, kv_band_value_bits "
+            f"{preset.kv_band_value_bits})"
+        )
+    try:
+        preset.kv_settings()
+    except ValueError as exc:
+        raise SettingsError(f"preset {preset.name!r}: {exc}") from exc
 
 
 def repaired_preset(name: Any, data: Any) -> tuple[Preset, list[str]]:
@@ -215,7 +315,11 @@ def repaired_preset(name: Any, data: Any) -> tuple[Preset, list[str]]:
         notes.append(
             f"unknown setting(s) {', '.join(map(_short_repr, unknown))} dropped"
         )
-    missing = [k for k in _FIELDS if k != "name" and k not in values]
+    missing = [
+        k
+        for k in _FIELDS
+        if k != "name" and k not in values and k not in OPTIONAL_DEFAULTS
+    ]
     if missing and values:
         listed = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -230,7 +334,14 @@ def repaired_preset(name: Any, data: Any) -> tuple[Preset, list[str]]:
             base[key] = _check_value(name, key, value)
         except SettingsError as exc:
             notes.append(f"{exc}; the default {base[key]!r} is used")
-    return preset_from_dict(name, base), notes
+    try:
+        return preset_from_dict(name, base), notes
+    except SettingsError as exc:
+        # Aging keys valid one by one but not together: aging as the defaults have it.
+        defaults = builtins.get(name, builtins[DEFAULT_PRESET]).to_dict()
+        base.update({key: defaults[key] for key in OPTIONAL_DEFAULTS})
+        notes.append(f"{exc}; the KV aging settings of {name!r} are used")
+        return preset_from_dict(name, base), notes
 
 
 def _short_repr(value: Any, limit: int = 60) -> str:

@@ -128,6 +128,7 @@ class CompletionService:
             preset.kv_bits,
             preset.kv_group,
             self.engine.max_safe_context,
+            preset.kv_aging,
         )
 
     def model_id(self) -> str | None:

@@ -2,7 +2,9 @@
 
 It shows tokens held against the effective limit (and the preset's own limit when the
 device's is smaller), the KV cache bytes at the conversation's precision, how many
-trims happened, and a mark on the bar where the next trim comes. While a reply streams
+trims happened, and a mark on the bar where the next trim comes. With an aged KV cache
+the filled part of the bar is drawn as bands, oldest (least precise) on the left, and
+the text and tooltip give each tier's tokens and bytes. While a reply streams
 the count grows with the tokens (marked "≈"); the worker's measurement after the turn
 makes it exact again. The line of numbers elides rather than widen the window.
 """
@@ -20,6 +22,24 @@ from app.ui.theme import PRESSURE_COLOURS
 NO_MODEL = "no model loaded"
 
 
+# Opacity of a tier's band: the less precise, the paler (recent, band, floor).
+TIER_OPACITY = {"recent": 1.0, "band": 0.65, "floor": 0.4}
+
+
+def _tiers(state) -> tuple:
+    return tuple(getattr(state, "kv_tiers", ()) or ())
+
+
+def tier_counts(state, streamed: int = 0) -> list[tuple[str, int]]:
+    """(tier name, tokens) per tier, oldest first; streamed tokens join the newest."""
+    tiers = list(reversed(_tiers(state)))
+    counts = [(tier.name, tier.tokens) for tier in tiers]
+    if counts and streamed:
+        name, tokens = counts[-1]
+        counts[-1] = (name, tokens + streamed)
+    return counts
+
+
 def meter_text(state, streamed: int = 0) -> str:
     """The meter's line of text for a `ContextState` (plus tokens streamed since)."""
     tokens = state.tokens + streamed
@@ -27,12 +47,31 @@ def meter_text(state, streamed: int = 0) -> str:
     limit = f"{format_count(state.effective_limit)}"
     if state.preset_limit > state.effective_limit:
         limit += f" (preset {format_count(state.preset_limit)}, less fits this model and device)"
-    bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
+    tiers = _tiers(state)
+    if tiers:
+        held = " · ".join(
+            f"{format_count(t.tokens)} {t.precision}" for t in tiers if t.tokens
+        )
+        precision = f"aged ({held})" if held else "aged"
+    else:
+        bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
+        precision = f"at {bits}"
     trims = "1 trim" if state.trims == 1 else f"{state.trims} trims"
     return (
         f"{approx}{format_count(tokens)} / {limit} tokens · KV "
-        f"{format_bytes(state.kv_bytes)} at {bits} · {trims}"
+        f"{format_bytes(state.kv_bytes)} {precision} · {trims}"
     )
+
+
+def _tier_rows(state) -> str:
+    rows = []
+    for tier in _tiers(state):
+        rows.append(
+            f"<tr><td>&nbsp;&nbsp;{tier.name}</td><td>&nbsp;"
+            f"{format_count(tier.tokens)} tokens, {format_bytes(tier.nbytes)}</td>"
+            f"<td style='color: gray'>{tier.precision}</td></tr>"
+        )
+    return "".join(rows)
 
 
 def meter_tooltip(state) -> str:
@@ -51,8 +90,15 @@ def meter_tooltip(state) -> str:
         "summarises the oldest turns (room is kept for a whole reply); earlier under "
         "memory pressure</td></tr>"
         f"<tr><td><b>KV cache</b></td><td>&nbsp;{format_bytes(state.kv_bytes)}</td>"
-        f"<td style='color: gray'>bytes at {state.kv_bits}-bit precision</td></tr>"
-        f"<tr><td><b>Trims</b></td><td>&nbsp;{state.trims}</td>"
+        + (
+            "<td style='color: gray'>aged: the newest tokens exact, older ones less "
+            f"precise ({getattr(state, 'kv_aging', '')}); per tier, newest first:"
+            "</td></tr>" + _tier_rows(state)
+            if _tiers(state)
+            else f"<td style='color: gray'>bytes at {state.kv_bits}-bit precision"
+            "</td></tr>"
+        )
+        + f"<tr><td><b>Trims</b></td><td>&nbsp;{state.trims}</td>"
         "<td style='color: gray'>summaries written for this conversation so far</td></tr>"
         "</table>"
     )
@@ -63,6 +109,8 @@ class _MeterBar(QWidget):
         super().__init__(parent)
         self.fraction = 0.0
         self.mark: float | None = None
+        # (tier name, share of the filled part), oldest first; empty: one fill.
+        self.bands: list[tuple[str, float]] = []
         self.setMinimumSize(80, 14)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
@@ -79,7 +127,16 @@ class _MeterBar(QWidget):
         else:
             colour = self.palette().color(QPalette.ColorRole.Highlight)
         painter.setClipPath(path)
-        painter.fillRect(fill, colour)
+        if self.bands:
+            left = fill.left()
+            for name, share in self.bands:
+                band = QRectF(left, fill.top(), fill.width() * share, fill.height())
+                tinted = QColor(colour)
+                tinted.setAlphaF(TIER_OPACITY.get(name, 1.0))
+                painter.fillRect(band, tinted)
+                left += band.width()
+        else:
+            painter.fillRect(fill, colour)
         painter.setClipping(False)
         painter.setPen(QPen(self.palette().color(QPalette.ColorRole.Mid), 1))
         painter.drawPath(path)
@@ -134,12 +191,19 @@ class ContextMeterView(QWidget):
         state = self.state
         if state is None:
             self.text_label.set_plain(self.note or NO_MODEL)
-            self.bar.fraction, self.bar.mark = 0.0, None
+            self.bar.fraction, self.bar.mark, self.bar.bands = 0.0, None, []
             self.setToolTip("")
         else:
             limit = max(state.effective_limit, 1)
             self.bar.fraction = (state.tokens + self.streamed) / limit
             self.bar.mark = state.next_trim_at / limit
+            counts = tier_counts(state, self.streamed)
+            total = sum(tokens for _, tokens in counts)
+            self.bar.bands = (
+                [(name, tokens / total) for name, tokens in counts if tokens]
+                if total
+                else []
+            )
             note = f" ({self.note})" if self.note else ""
             self.text_label.set_plain(meter_text(state, self.streamed) + note)
             self.setToolTip(meter_tooltip(state))

@@ -35,7 +35,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import SettingsError
-from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
+from app.core.generation_settings import (
+    TIER_BITS,
+    VALID_AGE_BLOCKS,
+    VALID_KV_BITS,
+    VALID_KV_GROUPS,
+)
 from app.core.preset_form import LABELS, check_form
 from app.core.presets import (
     VALID_SUMMARY_MODES,
@@ -51,6 +56,10 @@ CHOICES = {
     "kv_group": VALID_KV_GROUPS,
     "trim_method": VALID_TRIM_METHODS,
     "summary_mode": VALID_SUMMARY_MODES,
+    "kv_band_key_bits": TIER_BITS,
+    "kv_band_value_bits": TIER_BITS,
+    "kv_floor_value_bits": (0, *TIER_BITS),
+    "kv_age_block": VALID_AGE_BLOCKS,
 }
 ERROR_COLOUR = "#cf222e"
 WARNING_COLOUR = "#9a6700"

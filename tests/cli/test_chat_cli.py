@@ -162,3 +162,35 @@ def test_auto_trim_off_refuses_on_stderr_and_exits_2(tiny_model_dir, swapless_ho
         json.loads(line) for line in result.stdout.splitlines() if '"refused"' in line
     ]
     assert refusals and all(r["refused"] for r in refusals)
+
+
+def test_an_aged_preset_reports_its_tiers_in_json(tiny_model_dir, swapless_home):
+    from app.core.presets import get_preset, save_user_preset
+
+    save_user_preset(
+        get_preset("chat").with_changes(
+            name="aged",
+            kv_bits=4,
+            kv_recent_tokens=64,
+            kv_band_tokens=64,
+            kv_band_value_bits=4,
+            kv_age_block=64,
+        )
+    )
+    words = " ".join(f"word{i}" for i in range(200))
+    result = run_cli(
+        ["chat", "--model", str(tiny_model_dir), "--preset", "aged", "--json"]
+        + ["--max-tokens", "4", "--temp", "0"],
+        stdin=f"Read this: {words}\nAnd now?\n",
+        env_home=swapless_home,
+    )
+    assert result.returncode == 0, result.stderr
+    turns = [json.loads(line) for line in result.stdout.splitlines()]
+    assert turns[1]["reused_tokens"] > 0
+    for turn in turns:
+        tiers = {group["tier"]: group for group in turn["kv_layers"]}
+        assert set(tiers) == {"recent", "band", "floor"}
+        assert (tiers["band"]["bits"], tiers["band"]["value_bits"]) == (8, 4)
+        assert sum(g["tokens"] for g in tiers.values()) == turn["context_tokens"]
+        assert sum(g["nbytes"] for g in tiers.values()) == turn["kv_bytes"]
+        assert turn["kv_bits"] == 4

@@ -175,3 +175,44 @@ def test_a_config_that_cannot_belong_to_its_weights_is_refused_from_the_headers(
         ModelLoadError, match="declares 1,000,000 layers but the weights"
     ):
         build_report(folder, BudgetSettings(), snapshot())
+
+
+def test_aged_presets_get_exact_bytes_per_tier_and_their_own_limit(tmp_path):
+    from app.core.budget.aged_budget import aged_kv_bytes_at, aged_max_safe_context
+    from app.core.budget.model_geometry import read_geometry
+    from app.core.generation_settings import KVAging
+
+    folder = model_folder(tmp_path, "llama-3.1-8b-instruct")
+    aging = KVAging(
+        recent_tokens=512,
+        band_tokens=2048,
+        band_key_bits=8,
+        band_value_bits=4,
+        floor_key_bits=4,
+        floor_value_bits=4,
+    )
+    report = build_report(
+        folder,
+        BudgetSettings(),
+        snapshot(),
+        weights_bytes=int(4.5 * GIB),
+        aged={"long-aged": (aging, 64)},
+    )
+    entry = report["kv_aged"]["long-aged"]
+    geometry = read_geometry(folder)
+    assert entry["aging"] == aging.spec and entry["error"] is None
+    for n, figures in entry["by_context"].items():
+        assert figures["total_bytes"] == aged_kv_bytes_at(geometry, int(n), aging, 64)
+        assert sum(t["nbytes"] for t in figures["tiers"]) == figures["total_bytes"]
+        assert sum(t["tokens"] for t in figures["tiers"]) == int(n)
+    assert entry["max_safe_context"] == aged_max_safe_context(
+        16 * GIB, int(4.5 * GIB), geometry, aging, 64, BudgetSettings()
+    )
+    # More context fits than at 8-bit, less than at uniform 4-bit (the exact tokens).
+    assert report["max_safe_context"]["8"] < entry["max_safe_context"]
+    assert entry["max_safe_context"] < report["max_safe_context"]["4"]
+    text = format_report(report)
+    assert "Aged KV cache" in text
+    assert "long-aged: 512 exact, 2,048 at K8/V4, then 4-bit (group 64)" in text
+    assert "8K: " in text and "5,632 4-bit" in text
+    json.dumps(report)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.core.budget.context_state import ContextState
 from app.ui.context_meter_controller import LAST_KNOWN
 from app.ui.context_meter_view import meter_text
@@ -105,3 +107,41 @@ def test_meter_text_marks_estimates_and_a_lower_device_limit():
         "≈1,210 / 4,096 (preset 10,000, less fits this model and device)"
     )
     assert "KV 3.0 MiB at 4-bit" in text and "2 trims" in text
+
+
+def test_an_aged_cache_is_drawn_as_bands_with_tokens_and_bytes_per_tier(
+    qtbot, window, send, quick_preset
+):
+    window.current.set_preset(
+        quick_preset(
+            kv_bits=4,
+            kv_recent_tokens=64,
+            kv_band_tokens=64,
+            kv_age_block=64,
+            max_context=4096,
+        )
+    )
+    words = " ".join(f"word{i}" for i in range(300))
+    conversation_id, report = send(window, f"Please read this: {words}")
+    meter = window.context_meter
+    qtbot.waitUntil(
+        lambda: (
+            meter.state is not None
+            and meter.state.conversation_id == conversation_id
+            and meter.state.exact
+        ),
+        timeout=5000,
+    )
+    tiers = {tier.name: tier for tier in meter.state.kv_tiers}
+    assert set(tiers) == {"recent", "band", "floor"}
+    assert sum(t.tokens for t in tiers.values()) == report.context_tokens
+    assert sum(t.nbytes for t in tiers.values()) == report.kv_bytes
+    assert tiers["band"].tokens == 64 and tiers["floor"].tokens > 0
+    # Oldest (least precise) band on the left, shares of the filled part.
+    assert [name for name, _ in meter.bar.bands] == ["floor", "band", "recent"]
+    assert sum(share for _, share in meter.bar.bands) == pytest.approx(1.0)
+    text = meter.text_label.full_text
+    assert "64 8-bit" in text and f"{tiers['floor'].tokens:,} 4-bit" in text
+    assert "aged (" in text
+    assert "recent" in meter.toolTip() and "floor" in meter.toolTip()
+    meter.grab()  # paints the bands without a Qt warning

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.budget.aged_budget import (
+    TierBytes,
+    aged_growing_bytes,
+    aged_kv_bytes_at,
+    aged_max_safe_context,
+    aged_tier_bytes,
+)
 from app.core.budget.kv_budget import (
     bytes_per_token,
     fixed_kv_bytes,
@@ -21,10 +28,12 @@ from app.core.budget.layer_breakdown import describe_precision
 from app.core.budget.memory_budget import (
     BudgetSettings,
     check_kv_growth,
+    check_kv_growth_bytes,
     kv_limit_bytes,
     max_safe_context,
 )
 from app.core.budget.model_geometry import ModelGeometry
+from app.core.generation_settings import KVAging
 
 
 @dataclass(frozen=True)
@@ -45,8 +54,20 @@ class DeviceBudget:
     settings: BudgetSettings
     act_dtype_bytes: int
 
-    def max_context(self, bits: int, group: int = 64) -> int | None:
+    def max_context(
+        self, bits: int, group: int = 64, aging: KVAging | None = None
+    ) -> int | None:
         """Max safe context at a precision (None: memory does not limit it)."""
+        if aging is not None:
+            return aged_max_safe_context(
+                self.total_memory,
+                self.weights_bytes,
+                self.geometry,
+                aging,
+                group,
+                self.settings,
+                act_dtype_bytes=self.act_dtype_bytes,
+            )
         return max_safe_context(
             self.total_memory,
             self.weights_bytes,
@@ -57,12 +78,18 @@ class DeviceBudget:
             act_dtype_bytes=self.act_dtype_bytes,
         )
 
-    def kv_bytes(self, tokens: int, bits: int, group: int = 64) -> int:
+    def kv_bytes(
+        self, tokens: int, bits: int, group: int = 64, aging: KVAging | None = None
+    ) -> int:
         """Bytes the whole cache holds at ``tokens`` tokens and a precision.
 
         Raises:
             ValueError: A precision this model cannot use.
         """
+        if aging is not None:
+            return aged_kv_bytes_at(
+                self.geometry, tokens, aging, group, self.act_dtype_bytes
+            )
         return kv_bytes_at(
             self.geometry, tokens, bits, group, act_dtype_bytes=self.act_dtype_bytes
         )
@@ -81,6 +108,7 @@ class DeviceBudget:
         tokens_after: int,
         bits: int,
         group: int,
+        aging: KVAging | None = None,
     ) -> None:
         """Refuse a request that would grow the KV caches past the limit.
 
@@ -90,12 +118,32 @@ class DeviceBudget:
             tokens_after: Tokens that cache will hold at most after the request.
             bits: Its precision.
             group: Its quantization group.
+            aging: Its tiers, when aged (the growth is then the difference of the
+                aged bytes at the two lengths).
 
         Raises:
             BudgetError: With the sizes, the limit and which layers are at which
                 precision (only full-attention layers grow, and only they are
                 quantized).
         """
+        if aging is not None:
+            growth = max(
+                0,
+                aged_growing_bytes(
+                    self.geometry, tokens_after, aging, group, self.act_dtype_bytes
+                )
+                - aged_growing_bytes(
+                    self.geometry, held_tokens, aging, group, self.act_dtype_bytes
+                ),
+            )
+            check_kv_growth_bytes(
+                held_bytes,
+                max(0, tokens_after - held_tokens),
+                growth,
+                self.kv_limit(),
+                self.precision(bits, group, aging),
+            )
+            return
         extra = max(0, round_up_to_step(tokens_after) - round_up_to_step(held_tokens))
         per_token = bytes_per_token(self.geometry, bits, group, self.act_dtype_bytes)
         check_kv_growth(
@@ -106,6 +154,20 @@ class DeviceBudget:
             describe_precision(self.geometry, bits, group, self.act_dtype_bytes),
         )
 
-    def precision(self, bits: int, group: int = 64) -> str:
+    def precision(
+        self, bits: int, group: int = 64, aging: KVAging | None = None
+    ) -> str:
         """Which layers are at which precision for a request (for reports)."""
-        return describe_precision(self.geometry, bits, group, self.act_dtype_bytes)
+        return describe_precision(
+            self.geometry, bits, group, self.act_dtype_bytes, aging=aging
+        )
+
+    def tiers(self, tokens: int, aging: KVAging, group: int = 64) -> list[TierBytes]:
+        """Tokens and bytes per tier of an aged cache holding ``tokens``.
+
+        Raises:
+            ValueError: An aging this model cannot use.
+        """
+        return aged_tier_bytes(
+            self.geometry, tokens, aging, group, self.act_dtype_bytes
+        )

@@ -20,6 +20,7 @@ from app.core.budget.kv_budget import (
 )
 from app.core.budget.layers import LayerCache, LayerKind
 from app.core.budget.model_geometry import ModelGeometry
+from app.core.generation_settings import KVAging
 
 KIND_LABELS = {
     LayerKind.FULL: "full attention",
@@ -122,11 +123,15 @@ def describe_precision(
     bits: int,
     group: int = 64,
     act_dtype_bytes: int | None = None,
+    *,
+    aging: KVAging | None = None,
 ) -> str:
     """One sentence on which layers are at which precision, for messages.
 
     E.g. "5 full-attention layers at 8-bit (group 64); 29 sliding-window layers at
-    2 bytes/element (not quantized); 3 state checkpoints of them set aside".
+    2 bytes/element (not quantized); 3 state checkpoints of them set aside", or for an
+    aged cache "2 full-attention layers aged: 512 at 4 bytes/element, then 8-bit
+    (group 64)".
     """
     act = resolve_act_bytes(geometry, act_dtype_bytes)
     totals: dict[LayerKind, int] = {}
@@ -139,6 +144,12 @@ def describe_precision(
             continue
         label = KIND_LABELS[kind].replace(" ", "-")
         noun = "layer" if count == 1 else "layers"
+        if kind is LayerKind.FULL and aging is not None:
+            parts.append(
+                f"{count} {label} {noun} aged: "
+                f"{aging.label(f'at {act} bytes/element')} (group {group})"
+            )
+            continue
         if kind is LayerKind.FULL and bits != UNQUANTIZED_BITS:
             precision = f"{bits}-bit (group {group})"
         else:

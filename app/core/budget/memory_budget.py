@@ -276,11 +276,29 @@ def check_kv_growth(
         if value < 0:
             raise ValueError(f"{name} must be >= 0, not {value}.")
     growth = round_up_to_step(extra_tokens) * bytes_per_token
-    if current_kv_bytes + growth > limit_bytes:
+    check_kv_growth_bytes(current_kv_bytes, extra_tokens, growth, limit_bytes, detail)
+
+
+def check_kv_growth_bytes(
+    current_kv_bytes: int,
+    extra_tokens: int,
+    growth_bytes: int,
+    limit_bytes: int,
+    detail: str = "",
+) -> None:
+    """Refuse to grow a cache by ``growth_bytes`` past the KV limit.
+
+    For caches whose bytes per token are not constant (aged caches): the caller
+    computes what the cache will hold.
+
+    Raises:
+        BudgetError: With the current size, the growth and the limit.
+    """
+    if current_kv_bytes + growth_bytes > limit_bytes:
         raise BudgetError(
             f"Adding {extra_tokens:,} tokens would grow the KV cache from "
-            f"{_mib(current_kv_bytes)} to {_mib(current_kv_bytes + growth)}, past its "
-            f"limit of {_mib(limit_bytes)} on this machine."
+            f"{_mib(current_kv_bytes)} to {_mib(current_kv_bytes + growth_bytes)}, past "
+            f"its limit of {_mib(limit_bytes)} on this machine."
             + (f" ({detail}.)" if detail else "")
         )
 

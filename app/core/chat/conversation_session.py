@@ -141,6 +141,7 @@ class ConversationSession:
             self.preset.kv_bits,
             self.preset.kv_group,
             self.device_limit,
+            self.preset.kv_aging,
         )
 
     # -- what the model sees ---------------------------------------------------------

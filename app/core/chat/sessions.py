@@ -44,10 +44,12 @@ class SessionRegistry:
 
     # -- sessions --------------------------------------------------------------------
 
-    def device_limit(self, bits: int, group: int = 64) -> int | None:
+    def device_limit(self, bits: int, group: int = 64, aging=None) -> int | None:
         """The device's max safe context at a KV precision for the loaded model."""
         limit = getattr(self.engine, "max_safe_context", None)
-        return limit(bits, group) if limit is not None else None
+        if limit is None:
+            return None
+        return limit(bits, group, aging) if aging is not None else limit(bits, group)
 
     def require_model(self):
         """The loaded model's `ModelInfo`.
@@ -153,9 +155,11 @@ class SessionRegistry:
         session = self.get(conversation_id)
         if report is not None:
             tokens, kv_bytes = report.context_tokens, report.kv_bytes
+            layers = report.kv_layers
         else:
             cached = self.engine.cache_state(session.cache_key)
             tokens, kv_bytes = cached.tokens, cached.kv_bytes
+            layers = cached.kv_layers
 
         def prompt_tokens() -> int:
             messages = session.model_messages(session.context())
@@ -171,6 +175,7 @@ class SessionRegistry:
             trims=len(self.store.summaries(conversation_id, include_superseded=True)),
             pressure=self.pressure(),
             budget=getattr(self.engine, "device_budget", None),
+            cached_layers=tuple(layers or ()),
         )
 
     def new_chat_state(self, preset: Preset) -> ContextState:
@@ -186,7 +191,11 @@ class SessionRegistry:
             conversation_id=None,
             preset=preset,
             limit=effective_limit(
-                preset.max_context, preset.kv_bits, preset.kv_group, self.device_limit
+                preset.max_context,
+                preset.kv_bits,
+                preset.kv_group,
+                self.device_limit,
+                preset.kv_aging,
             ),
             cached_tokens=0,
             cached_kv_bytes=0,

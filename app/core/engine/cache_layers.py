@@ -14,8 +14,10 @@ three kinds (`app.core.budget.layers.LayerKind`):
 * constant state (``ArraysCache``: Gated DeltaNet, Mamba-2, short convolutions): a
   fixed-size state that cannot be rewound at all, only restored from a checkpoint.
 
-This module classifies entries, quantizes the growing ones at the requested precision,
-and copies the bounded ones for checkpoints, all through the classes' public state.
+This module classifies entries, quantizes the growing ones at the requested precision
+(uniform, or aged: `aged_cache.AgedKVCache`, whose tiers lower the precision of old
+tokens block by block), and copies the bounded ones for checkpoints, all through the
+classes' public state.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mlx_lm.models.cache import (
 )
 
 from app.core.budget.layers import LayerKind
+from app.core.engine.aged_cache import AgedKVCache
 from app.core.engine.events import LayerGroup
 from app.core.engine.shifted_cache import ShiftedKVCache, ShiftedQuantizedKVCache
 from app.core.generation_settings import KVSettings
@@ -138,6 +141,7 @@ GROWING_TYPES = (
     ShiftedKVCache,
     ShiftedQuantizedKVCache,
     DenseViewQuantizedKVCache,
+    AgedKVCache,
 )
 
 
@@ -158,7 +162,14 @@ def is_bounded(layer) -> bool:
 
 
 def quantized_bits(layer) -> tuple[int, int] | None:
-    """(bits, group size) of a quantized entry, or None."""
+    """(bits, group size) of a quantized entry, or None.
+
+    For an aged entry: the key bits of its oldest tier holding tokens (None while every
+    token is still exact).
+    """
+    if isinstance(layer, AgedKVCache):
+        bits = layer.lowest_key_bits
+        return (bits, layer.group_size) if bits != 16 else None
     if isinstance(layer, DenseViewQuantizedKVCache):
         return layer.quant_bits, layer.quant_group_size
     if isinstance(layer, QuantizedKVCache):
@@ -184,7 +195,9 @@ def quantize_growing_layers(
     """Quantize, in place, the full-attention entries that reached the start length.
 
     Sliding-window and state entries stay at the activation dtype (mlx-lm cannot
-    quantize a ``RotatingKVCache``, and a constant state gains nothing from it).
+    quantize a ``RotatingKVCache``, and a constant state gains nothing from it). With
+    ``kv.aging`` the full-attention entries become `AgedKVCache`s (whatever their
+    length) and every aged entry moves the blocks that passed a tier's size down.
 
     Args:
         layers: The cache entries (replaced in place, as mlx-lm does).
@@ -195,6 +208,15 @@ def quantize_growing_layers(
     if not kv.quantized:
         return
     dense_view = set(dense_view)
+    if kv.aging is not None:
+        for index, layer in enumerate(layers):
+            if isinstance(layer, KVCache | ShiftedKVCache):
+                layers[index] = layer = AgedKVCache.from_dense(
+                    layer, kv.aging, kv.group_size, index in dense_view
+                )
+            if isinstance(layer, AgedKVCache):
+                layer.age()
+        return
     for index, layer in enumerate(layers):
         if not isinstance(layer, KVCache | ShiftedKVCache):
             continue
@@ -259,6 +281,8 @@ def sliced_copy(layer, length: int):
     ``QuantizedKVCache``), so ``save_prompt_cache`` / ``load_prompt_cache`` round-trip
     it; `adapted` re-wraps it for a model that needs the dense view.
     """
+    if isinstance(layer, AgedKVCache):
+        return layer.first(length)
     if isinstance(layer, DenseViewQuantizedKVCache):
         layer = layer.store
     keys, values = (tree_copy(x, length) for x in (layer.keys, layer.values))
@@ -283,6 +307,9 @@ def tree_copy(x, length: int):
 
 def adapted(layer, dense_view: bool):
     """``layer`` in the form the model needs at its index (dense view or plain)."""
+    if isinstance(layer, AgedKVCache):
+        layer.dense_fetch = dense_view
+        return layer
     if dense_view and type(layer) is QuantizedKVCache:
         return DenseViewQuantizedKVCache.wrapping(layer)
     if not dense_view and isinstance(layer, DenseViewQuantizedKVCache):
@@ -354,7 +381,14 @@ def _window(x, keep: int, max_size: int):
 def layer_groups(layers: list) -> tuple[LayerGroup, ...]:
     """Group the entries by kind and precision, in order of first appearance."""
     groups: dict[tuple, list] = defaultdict(list)
+    tiers: dict[tuple, list] = defaultdict(list)
     for layer in layers:
+        if isinstance(layer, AgedKVCache):
+            for tier, tokens, nbytes in layer.tier_report():
+                tiers[
+                    (tier.name, tier.key_bits, tier.value_bits, layer.group_size)
+                ].append((tokens, nbytes, layer))
+            continue
         kind = layer_kind(layer)
         quantized = quantized_bits(layer)
         bits, group = quantized if quantized else (16, None)
@@ -375,6 +409,20 @@ def layer_groups(layers: list) -> tuple[LayerGroup, ...]:
                 tokens=tokens,
             )
         )
+    for (name, key_bits, value_bits, group), members in tiers.items():
+        result.append(
+            LayerGroup(
+                kind=LayerKind.FULL.value,
+                count=len(members),
+                bits=key_bits,
+                group_size=group if key_bits != 16 else None,
+                dtype=_dtype(members[0][2]),
+                nbytes=sum(nbytes for _, nbytes, _ in members),
+                tokens=max(tokens for tokens, _, _ in members),
+                value_bits=value_bits,
+                tier=name,
+            )
+        )
     return tuple(result)
 
 
@@ -388,6 +436,8 @@ def _tokens_held(layer) -> int:
 def _dtype(layer) -> str:
     if layer.empty():
         return ""
+    if isinstance(layer, AgedKVCache):
+        return "" if layer.dtype is None else str(layer.dtype).removeprefix("mlx.core.")
     arrays = []
     if isinstance(layer, ArraysCache):
         arrays = [a for a in layer.cache if a is not None]

@@ -10,7 +10,8 @@ nearest one at or before the reused length (the full-attention entries are trimm
 the same length), or starts over when there is none.
 
 Quantized KV applies where it pays: the full-attention entries, the only ones that
-grow, are quantized at the requested bits and group; bounded entries stay at the
+grow, are quantized at the requested bits and group, or aged (`aged_cache`: the newest
+tokens exact, older ones at lower precision, tier by tier); bounded entries stay at the
 activation dtype.
 """
 
@@ -23,8 +24,10 @@ import mlx.nn as nn
 from mlx.utils import tree_map
 from mlx_lm.models.cache import make_prompt_cache
 
+from app.core.budget.aged_budget import validate_aging
 from app.core.budget.kv_budget import validate_kv_quantization
 from app.core.engine import cache_layers
+from app.core.engine.aged_cache import AgedKVCache
 from app.core.engine.cache_checkpoints import Checkpoints
 from app.core.engine.cache_layers import (
     can_drop_newest,
@@ -32,8 +35,9 @@ from app.core.engine.cache_layers import (
     quantize_growing_layers,
     quantized_bits,
 )
+from app.core.engine.cache_splice import splice_layers, unspliceable_reason
 from app.core.engine.events import LayerGroup
-from app.core.engine.shifted_cache import shifted, spliceable, stored_length
+from app.core.engine.shifted_cache import spliceable, stored_length
 from app.core.generation_settings import KVSettings
 from app.core.token_ids import common_prefix_length
 
@@ -75,6 +79,7 @@ class ConversationCache:
         self.prefill_step: int | None = None
         self.dense_view = cache_layers.dense_view_indices(model, self.layers)
         self._check_quantizable()
+        self._age_from_start()
 
     def _check_quantizable(self) -> None:
         if not self.kv.quantized:
@@ -83,7 +88,15 @@ class ConversationCache:
         if not head_dims:
             fallback = layer_head_dim(self.model)
             head_dims = [fallback] if fallback else []
-        validate_kv_quantization(self.kv.bits, self.kv.group_size, head_dims)
+        if self.kv.aging is not None:
+            validate_aging(self.kv.aging, self.kv.group_size, head_dims)
+        else:
+            validate_kv_quantization(self.kv.bits, self.kv.group_size, head_dims)
+
+    def _age_from_start(self) -> None:
+        """With aging, make the full-attention entries aged caches before any token."""
+        if self.kv.aging is not None:
+            self.quantize()
 
     # -- what the cache holds --------------------------------------------------------
 
@@ -155,18 +168,29 @@ class ConversationCache:
         return cache_layers.layer_groups(self.layers)
 
     def matches_precision(self, kv: KVSettings) -> bool:
-        """Return True when this cache can continue under the requested precision."""
+        """Return True when this cache can continue under the requested precision.
+
+        An aged cache continues only under the same tiers and group; a cache whose
+        entries are all still unquantized continues under any precision (it converts).
+        """
+        aged = [layer for layer in self.layers if isinstance(layer, AgedKVCache)]
+        if aged:
+            return kv.aging is not None and all(
+                layer.aging == kv.aging and layer.group_size == kv.group_size
+                for layer in aged
+            )
         quantized = [quantized_bits(layer) for layer in self.layers]
         quantized = [q for q in quantized if q]
         if not quantized:
             # Unquantized entries convert on their own once quantized_kv_start is passed.
             return True
-        if not kv.quantized:
+        if not kv.quantized or kv.aging is not None:
             return False
         return all(q == (kv.bits, kv.group_size) for q in quantized)
 
     def quantize(self) -> None:
-        """Quantize the full-attention entries that reached ``quantized_kv_start``."""
+        """Quantize the full-attention entries that reached ``quantized_kv_start``, or
+        with aging move the blocks that passed a tier's size down a tier."""
         quantize_growing_layers(self.layers, self.kv, self.dense_view)
 
     # -- checkpoints -----------------------------------------------------------------
@@ -285,6 +309,9 @@ class ConversationCache:
         the stored length keeps the allocation what the budget predicts.
         """
         for layer in self.layers:
+            if isinstance(layer, AgedKVCache):
+                layer.release_spare()
+                continue
             if not spliceable([layer]) or layer.keys is None:
                 continue
             stored = stored_length(layer)
@@ -322,6 +349,7 @@ class ConversationCache:
         self.token_ids = []
         self.positions = []
         self.checkpoints.clear()
+        self._age_from_start()
 
     def clone(self) -> ConversationCache:
         """Return an independent deep copy (plain copies share MLX buffers)."""
@@ -405,7 +433,7 @@ class ConversationCache:
         """
         held = self.offset
         if not self.can_splice():
-            raise SpliceUnsupported(_unspliceable_reason(self.layers))
+            raise SpliceUnsupported(unspliceable_reason(self.layers))
         if not 0 < keep <= drop_until <= held:
             raise ValueError(
                 f"bad splice span keep={keep} drop_until={drop_until} held={held}"
@@ -418,34 +446,9 @@ class ConversationCache:
                 f"the inserted text ({len(insert_ids)} tokens) is longer than the span it "
                 f"replaces ({end - self.positions[keep - 1] - 1} positions)"
             )
-        heads = []
-        for layer in self.layers:
-            head = shifted(layer, gap=start - keep)
-            head.keys, head.values = tree_map(
-                lambda x: x[..., :keep, :], (layer.keys, layer.values)
-            )
-            head.offset = start
-            heads.append(head)
-        if insert_ids:
-            self.model(mx.array(insert_ids)[None], cache=heads)
-        spliced = []
-        kept_tail = held - drop_until
-        for layer, head in zip(self.layers, heads, strict=True):
-            joined = tree_map(
-                lambda h, old: mx.concatenate(
-                    [h[..., : keep + len(insert_ids), :], old[..., drop_until:held, :]],
-                    axis=2,
-                ),
-                (head.keys, head.values),
-                (layer.keys, layer.values),
-            )
-            twin = shifted(layer, gap=0)
-            twin.keys, twin.values = joined
-            twin.offset = int(layer.offset)
-            twin.gap = twin.offset - (keep + len(insert_ids) + kept_tail)
-            spliced.append(twin)
-        mx.eval([layer.state for layer in spliced])
-        self.layers = spliced
+        self.layers = splice_layers(
+            self.model, self.layers, keep, drop_until, held, start, insert_ids
+        )
         self.token_ids = (
             self.token_ids[:keep] + list(insert_ids) + self.token_ids[drop_until:held]
         )
@@ -459,22 +462,6 @@ class ConversationCache:
     def evaluate(self) -> None:
         """Force pending cache computations (before timing or measuring memory)."""
         mx.eval([layer.state for layer in self.layers if not layer.empty()])
-
-
-def _unspliceable_reason(layers: list) -> str:
-    kinds = {cache_layers.layer_kind(layer) for layer in layers}
-    reasons = []
-    if "sliding_attention" in kinds:
-        reasons.append("sliding-window layers (RotatingKVCache)")
-    if "constant_state" in kinds:
-        reasons.append("recurrent layers (ArraysCache)")
-    if not reasons:
-        names = sorted({type(layer).__name__ for layer in layers})
-        return f"this model's cache ({', '.join(names)}) cannot be spliced"
-    return (
-        f"this model's cache has {' and '.join(reasons)}, which cannot drop tokens "
-        "from the middle; it is rebuilt from the nearest state checkpoint"
-    )
 
 
 def layer_head_dim(model: nn.Module) -> int | None:

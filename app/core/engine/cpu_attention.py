@@ -15,10 +15,12 @@ machine's limits (shared/NOTES-mlx.md, measured with mlx 0.32.4):
   3-4x slower than the float path, and ``q @ K^T`` over 8K quantized keys took 8-17 ms
   per layer against 0.9 ms for the whole float attention. Here multi-token queries
   dequantize the cache once and take the dense path. A decode query works on the
-  integers: a uint8 view of the packed words (bytes at 8 bits, nibbles at 4) cast to
-  float32 feeds BLAS, and the per-group scales and biases are applied to the (small)
-  products, since ``q . (s * k + b) = s * (q . k) + b * sum(q)`` within a group
-  (measured per layer at 8K keys: float 0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
+  integers through BLAS (`quantized_products`; measured per layer at 8K keys: float
+  0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
+- An aged cache (`aged_cache`) hands attention its tiers as a `TieredKV`: parts at the
+  activation dtype and at their own key and value bits. A decode query scores every
+  part at its precision and takes one softmax over all scores; a prefill dequantizes
+  the parts once, as for a uniform quantized cache.
 
 `install` routes mlx-lm's attention through `scaled_dot_product_attention` here; the
 backend decision (`backend.adapt_model`) calls it on the CPU backend only, so Metal keeps
@@ -30,6 +32,14 @@ from __future__ import annotations
 import sys
 
 import mlx.core as mx
+
+from app.core.engine.quantized_products import (
+    KVPart,
+    TieredKV,
+    packed,
+    part_scores,
+    part_values,
+)
 
 # Scores this far below their row's maximum get weight e^-30 ~ 1e-13 instead of their
 # true, smaller weight: invisible next to a row sum >= 1 in float32, even over 128K keys.
@@ -203,6 +213,7 @@ def quantized_attention(
     mask,
     group_size: int = 64,
     bits: int = 8,
+    value_bits: int | None = None,
 ) -> mx.array:
     """Attention over a quantized cache; a drop-in for mlx-lm's quantized attention.
 
@@ -213,97 +224,58 @@ def quantized_attention(
         scale: Multiplies the scores.
         mask: As for `attention`.
         group_size: Quantization group of the cache.
-        bits: Bits per element of the cache.
+        bits: Bits per element of the keys (and of the values, by default).
+        value_bits: Bits of the values when they differ from the keys'.
 
     Returns:
         ``(B, H, L, D)``.
     """
-    if queries.shape[2] > 1:
-        # A prefill's L x T scores dwarf dequantizing T keys and values once.
-        keys = mx.dequantize(*q_keys, group_size=group_size, bits=bits)
-        values = mx.dequantize(*q_values, group_size=group_size, bits=bits)
-        return attention(queries, keys, values, scale, mask)
-    if bits not in _UNPACKABLE_BITS:
-        return _quantized_matmul_decode(
-            queries, q_keys, q_values, scale, mask, group_size, bits
-        )
-    heads = queries.shape[1]
-    batch, kv_heads, key_count, groups = q_keys[1].shape
-    folded = _fold_heads(queries * scale, kv_heads)
-    rows, dim = folded.shape[2], folded.shape[3]
-    by_group = folded.reshape(batch, kv_heads, rows, groups, dim // groups)
-    by_group = by_group.transpose(0, 1, 3, 2, 4)  # (B, H_kv, G, R, g)
-    key_planes = _integer_planes(q_keys[0], groups, bits)
-    step = len(key_planes)
-    # k = scale * integers + bias per group, so q.k = sum over groups of
-    # scale * (q_g . integers_g) + bias * sum(q_g): BLAS matmuls on the integers.
-    raw = sum(
-        by_group[..., index::step] @ plane.swapaxes(-1, -2)
-        for index, plane in enumerate(key_planes)
-    )  # (B, H_kv, G, R, T)
-    key_scales = q_keys[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
-    key_biases = q_keys[2].transpose(0, 1, 3, 2)[:, :, :, None, :]
-    query_sums = by_group.sum(axis=-1, keepdims=True)
-    scores = (raw * key_scales + query_sums * key_biases).sum(axis=2)
-    scores = _masked_scores(scores, mask, heads, 1, key_count)
-    weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
-    value_scales = q_values[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
-    value_biases = q_values[2].transpose(0, 1, 3, 2)[..., None]  # (B, H_kv, G, T, 1)
-    scaled = weights[:, :, None] * value_scales  # (B, H_kv, G, R, T)
-    value_groups = q_values[1].shape[-1]  # the value width may differ from the key's
-    planes = [
-        scaled @ plane for plane in _integer_planes(q_values[0], value_groups, bits)
-    ]
-    # Interleave the planes back into element order (a small (R, D) array).
-    out = mx.stack(planes, axis=-1).reshape(*planes[0].shape[:-1], -1)
-    out = out + weights[:, :, None] @ value_biases
-    out = out.transpose(0, 1, 3, 2, 4).reshape(batch, kv_heads, rows, -1)
-    return _unfold_heads(out / sums, heads)
+    part = KVPart(
+        q_keys,
+        q_values,
+        key_bits=bits,
+        value_bits=bits if value_bits is None else value_bits,
+        group_size=group_size,
+    )
+    return tiered_attention(queries, TieredKV([part]), scale, mask)
 
 
-# Bit widths whose packed words split into bytes (8) or nibbles (4) with a uint8 view.
-_UNPACKABLE_BITS = (8, 4)
+def tiered_attention(queries: mx.array, tiered: TieredKV, scale: float, mask):
+    """Attention over a cache held in parts of different precisions (`TieredKV`).
 
+    A prefill (several queries) dequantizes every part once and takes the dense path:
+    its ``L x T`` scores dwarf that. A decode query scores each part at its own
+    precision (integers through BLAS for quantized parts), takes one softmax over all
+    of them, and sums each part's weighted values, so no dequantized copy of the cache
+    is ever made.
 
-def _integer_planes(packed: mx.array, groups: int, bits: int) -> list[mx.array]:
-    """The integers of ``mx.quantize``'s packed words as float32 matrices, per group.
+    Args:
+        queries: ``(B, H, L, D)`` float32.
+        tiered: The parts, oldest first.
+        scale: Multiplies the scores.
+        mask: As for `attention`.
 
-    ``packed`` is ``(B, H, T, D * bits / 32)`` uint32, little-endian (element i of a
-    word sits at bits ``i * bits``). At 8 bits one plane ``(B, H, G, T, D / G)`` holds
-    every element; at 4 bits the low and high nibbles of each byte are two planes of
-    ``(B, H, G, T, D / G / 2)``: the elements at even and at odd positions of a group.
-    Each plane is contiguous per group, so BLAS reads it in place.
+    Returns:
+        ``(B, H, L, D_v)``.
     """
-    as_bytes = mx.view(packed, mx.uint8)
-    planes = (
-        [as_bytes]
-        if bits == 8
-        else [mx.bitwise_and(as_bytes, 15), mx.right_shift(as_bytes, 4)]
-    )
-    batch, heads, tokens, width = as_bytes.shape
-    return [
-        plane.reshape(batch, heads, tokens, groups, width // groups)
-        .transpose(0, 1, 3, 2, 4)
-        .astype(mx.float32)
-        for plane in planes
-    ]
-
-
-def _quantized_matmul_decode(
-    queries, q_keys, q_values, scale, mask, group_size, bits
-) -> mx.array:
-    """One query over a quantized cache with MLX's quantized matmuls (any bit width)."""
+    if queries.shape[2] > 1:
+        keys, values = tiered.dense(queries.dtype)
+        return attention(queries, keys, values, scale, mask)
     heads = queries.shape[1]
-    kv_heads, key_count = q_keys[0].shape[1], q_keys[0].shape[2]
+    kv_heads = packed(tiered.parts[0].keys).shape[1]
     folded = _fold_heads(queries * scale, kv_heads)
-    scores = mx.quantized_matmul(
-        folded, *q_keys, transpose=True, group_size=group_size, bits=bits
-    )
-    scores = _masked_scores(scores, mask, heads, 1, key_count)
-    weights, sums = softmax_weights(scores)
-    out = mx.quantized_matmul(
-        weights, *q_values, transpose=False, group_size=group_size, bits=bits
-    )
+    scores = [part_scores(folded, part) for part in tiered.parts]
+    scores = scores[0] if len(scores) == 1 else mx.concatenate(scores, axis=-1)
+    scores = _masked_scores(scores, mask, heads, 1, scores.shape[-1])
+    weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
+    out = None
+    start = 0
+    for part in tiered.parts:
+        stop = start + part.length
+        share = weights if len(tiered.parts) == 1 else weights[..., start:stop]
+        product = part_values(share, part)
+        out = product if out is None else out + product
+        start = stop
     return _unfold_heads(out / sums, heads)
 
 
@@ -316,12 +288,18 @@ def scaled_dot_product_attention(
 ) -> mx.array:
     """mlx-lm's ``scaled_dot_product_attention`` with the CPU paths of this module.
 
-    Attention sinks and non-float32 activations keep mlx-lm's own implementation.
+    Attention sinks and non-float32 activations keep mlx-lm's own implementation
+    (an aged cache's parts are then dequantized for it). An aged cache's `TieredKV`
+    goes to `tiered_attention`.
     """
     if not _handles(queries, sinks):
+        if isinstance(keys, TieredKV):
+            keys, values = keys.dense(queries.dtype)
         return _MLX_LM_SDPA(
             queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks
         )
+    if isinstance(keys, TieredKV):
+        return tiered_attention(queries, keys, scale, mask)
     if hasattr(cache, "bits"):
         return quantized_attention(
             queries,

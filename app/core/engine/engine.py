@@ -149,14 +149,14 @@ class Engine(EngineThread):
             return None
         return self._budget.geometry.max_position_embeddings
 
-    def max_safe_context(self, bits: int, group: int = 64) -> int | None:
+    def max_safe_context(self, bits: int, group: int = 64, aging=None) -> int | None:
         """Tokens a conversation may hold at a KV precision on this device (or None).
 
-        See `memory_guard.max_safe_context`.
+        See `memory_guard.max_safe_context` (``aging``: an aged cache's tiers).
         """
         from app.core.engine.memory_guard import max_safe_context
 
-        return max_safe_context(self._budget, bits, group)
+        return max_safe_context(self._budget, bits, group, aging)
 
     def set_budget_settings(self, settings) -> None:
         """Use new budget settings (memory cap, reserve, safety factor) from now on."""

@@ -62,7 +62,12 @@ class LayerGroup:
             when quantized; empty while the entries hold nothing.
         nbytes: Bytes these entries hold now.
         tokens: Tokens each entry holds (a sliding window caps it); None for a
-            constant state.
+            constant state. For a tier of an aged cache: the tokens in that tier.
+        value_bits: Bits of the values when they may differ from the keys' (tiers
+            of an aged cache; 16: unquantized); None for a uniform cache, whose
+            values are at ``bits`` too.
+        tier: For an aged cache, which tier these are: ``recent`` (the newest tokens,
+            unquantized), ``band`` or ``floor`` (the oldest); empty otherwise.
     """
 
     kind: str
@@ -72,6 +77,8 @@ class LayerGroup:
     dtype: str
     nbytes: int
     tokens: int | None
+    value_bits: int | None = None
+    tier: str = ""
 
 
 @dataclass(frozen=True)

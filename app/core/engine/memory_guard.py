@@ -151,18 +151,20 @@ def apply_backend_limits(budget: DeviceBudget | None) -> None:
     mx.set_wired_limit(wired)
 
 
-def max_safe_context(budget: DeviceBudget | None, bits: int, group: int) -> int | None:
+def max_safe_context(
+    budget: DeviceBudget | None, bits: int, group: int, aging=None
+) -> int | None:
     """Tokens a conversation may hold at a KV precision on this device.
 
     The memory budget's max safe context, and never more than the context the model
     was trained for (past it, replies degrade even with memory to spare). None when
-    neither is known.
+    neither is known. ``aging`` (a `KVAging`) counts an aged cache's tiers.
     """
     if budget is None:
         return None
     trained = budget.geometry.max_position_embeddings
     try:
-        memory = budget.max_context(bits, group)
+        memory = budget.max_context(bits, group, aging)
     except ValueError:
         memory = None
     limits = [limit for limit in (memory, trained) if limit]
@@ -193,7 +195,7 @@ def check_request(
     Raises:
         BudgetError: With the numbers.
     """
-    limits = [max_context, max_safe_context(budget, kv.bits, kv.group_size)]
+    limits = [max_context, max_safe_context(budget, kv.bits, kv.group_size, kv.aging)]
     limits = [limit for limit in limits if limit]
     if limits:
         check_request_fits(prompt_tokens, max_tokens, min(limits))
@@ -204,6 +206,7 @@ def check_request(
             prompt_tokens + max_tokens,
             kv.bits,
             kv.group_size,
+            kv.aging,
         )
 
 

@@ -1,13 +1,14 @@
 """Reuse the KV of shared prefixes (system prompts, tool text) across conversations.
 
-A prefix entry is keyed by a hash of the model identity, the cache precision and the
-prefix token ids, so a changed model or precision never reuses stale KV. It holds every
+A prefix entry is keyed by a hash of the model identity, the cache precision (an aged
+cache's tiers included) and the prefix token ids, so a changed model or precision never
+reuses stale KV. It holds every
 kind of cache entry: full-attention keys and values sliced at the prefix boundary, and
 the sliding windows and recurrent state as they were at that boundary (the state
 checkpoint the engine takes at the end of the system prompt). Entries live in
 memory (LRU, byte cap) and on disk under SWAPLESS_HOME as safetensors (mlx-lm's
 ``save_prompt_cache`` with our own metadata: nothing in the file ties it to a model
-otherwise), within a disk cap enforced by LRU eviction at every write. A write that
+otherwise; aged entries are read back by `cache_files`), within a disk cap enforced by LRU eviction at every write. A write that
 would leave the disk nearly full is skipped, and one that fails (MLX raises
 RuntimeError on a full disk) loses only that disk copy: its partial file is deleted at
 once, or by the next start if the process died. A corrupt or truncated file is deleted
@@ -33,12 +34,13 @@ from mlx_lm.models.cache import (
     KVCache,
     QuantizedKVCache,
     RotatingKVCache,
-    load_prompt_cache,
     save_prompt_cache,
 )
 
 from app.core import partial_files, private_files
 from app.core.engine import cache_layers
+from app.core.engine.aged_cache import AgedKVCache
+from app.core.engine.cache_files import load_cache_file
 from app.core.engine.prefix_cache_settings import PrefixCacheSettings
 from app.core.generation_settings import KVSettings
 
@@ -72,6 +74,8 @@ def prefix_key(model_identity: str, kv: KVSettings, token_ids: list[int]) -> str
     """Return the key of a prefix for a model and a cache precision."""
     digest = hashlib.sha256()
     digest.update(f"{FORMAT}|{model_identity}|{kv.bits}|{kv.group_size}|".encode())
+    if kv.aging is not None:
+        digest.update(f"aged:{kv.aging.spec}|".encode())
     digest.update(struct.pack(f"<{len(token_ids)}q", *token_ids))
     return digest.hexdigest()[:40]
 
@@ -121,9 +125,9 @@ def _slice_layers(layers: list, length: int) -> list:
 def cacheable(layers: list) -> bool:
     """True when every entry is of a kind a prefix file can hold, and none is empty.
 
-    Full attention (plain or quantized, with contiguous positions), sliding windows and
-    recurrent state: all are saved and loaded by mlx-lm's ``save_prompt_cache`` under
-    their own class names.
+    Full attention (plain, quantized or aged, with contiguous positions), sliding
+    windows and recurrent state: all are saved by mlx-lm's ``save_prompt_cache`` under
+    their own class names and read back by `cache_files`.
     """
     return bool(layers) and all(
         type(layer) in _CACHEABLE and not layer.empty() for layer in layers
@@ -136,6 +140,7 @@ _CACHEABLE = (
     RotatingKVCache,
     ArraysCache,
     cache_layers.DenseViewQuantizedKVCache,
+    AgedKVCache,
 )
 
 
@@ -252,7 +257,7 @@ class PrefixCache:
         if not path.is_file():
             return None
         try:
-            layers, metadata = load_prompt_cache(str(path), return_metadata=True)
+            layers, metadata = load_cache_file(str(path))
             mx.eval([layer.state for layer in layers])
             stored_ids = json.loads(metadata.get("token_ids", "[]"))
         except Exception:  # truncated or corrupt: recompute rather than crash
@@ -328,6 +333,7 @@ class PrefixCache:
             "model_folder": model_folder,
             "kv_bits": str(kv.bits),
             "kv_group": str(kv.group_size),
+            "kv_aging": kv.aging.spec if kv.aging is not None else "",
             "tokens": str(len(entry.token_ids)),
             "token_ids": json.dumps(entry.token_ids),
         }

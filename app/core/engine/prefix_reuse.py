@@ -56,8 +56,10 @@ def remember_prefix(
     settings = prefix_cache.settings
     if prefix_len < settings.min_prefix_tokens or info is None:
         return
-    if kv.quantized and cache.bits_in_use != kv.bits:
+    if kv.aging is None and kv.quantized and cache.bits_in_use != kv.bits:
         return  # not yet quantized: the stored KV would not match its key
+    # An aged cache's prefix is stored with the tiers its entries are in now (exact
+    # while the conversation is young): any of them is a state that aging produces.
     prefix = prompt_ids[:prefix_len]
     if cache.token_ids[:prefix_len] != prefix:
         return

@@ -118,16 +118,24 @@ class _Check:
         )
 
     def _count_units(self) -> int:
-        text_chunks = sum(
-            len(range(0, max(len(ids) - 1, 0), self.chunk)) for ids in self.texts
-        )
         units = len(self.pass_keys)  # the reference's own answers
         for cell in self.cells:
             if cell.kind == KV:
-                units += text_chunks + len(self.pass_keys)
+                chunk = self.text_chunk(cell)
+                units += len(self.pass_keys) + sum(
+                    len(range(0, max(len(ids) - 1, 0), chunk)) for ids in self.texts
+                )
             else:
                 units += len(self.probes.trim_cases)
         return units
+
+    def text_chunk(self, cell: Cell) -> int:
+        """Text positions per forward pass of a KV cell: an aged cache's tiers age
+        between passes, so its passes are at most one aging block (a longer pass would
+        read more of its own tokens exact than the preset keeps)."""
+        if cell.aging:
+            return min(self.chunk, cell.kv_settings.aging.block_tokens)
+        return self.chunk
 
     # -- progress ---------------------------------------------------------------------
 
@@ -172,16 +180,17 @@ class _Check:
         return answers
 
     def kv_cell(self, cell: Cell, reference: list[bool], partial: dict) -> None:
-        kv = KVSettings(bits=cell.bits, group_size=cell.group_size)
+        kv = cell.kv_settings
         scoring.new_cache(self.model, kv)  # raises now for an unusable setting
+        chunk = self.text_chunk(cell)
         total = partial["comparison"] = scoring.Comparison()
         for ids in self.texts:
             full = scoring.new_cache(self.model, scoring.FULL_PRECISION)
             compressed = scoring.new_cache(self.model, kv)
-            for start in range(0, len(ids) - 1, self.chunk):
+            for start in range(0, len(ids) - 1, chunk):
                 total.add(
                     scoring.compare_chunk(
-                        self.model, full, compressed, ids, start, self.chunk
+                        self.model, full, compressed, ids, start, chunk
                     )
                 )
                 self.step()

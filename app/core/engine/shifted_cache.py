@@ -123,8 +123,11 @@ def stored_length(layer) -> int:
 
 
 def spliceable(layers) -> bool:
-    """True when every layer is a plain or quantized KV cache (shifted or not)."""
-    return bool(layers) and all(type(layer) in _SPLICEABLE for layer in layers)
+    """True when every layer is a plain, quantized or aged KV cache (shifted or not)."""
+    from app.core.engine.aged_cache import AgedKVCache
+
+    spliceable_types = (*_SPLICEABLE, AgedKVCache)
+    return bool(layers) and all(type(layer) in spliceable_types for layer in layers)
 
 
 _SPLICEABLE = (KVCache, QuantizedKVCache, ShiftedKVCache, ShiftedQuantizedKVCache)

@@ -4,7 +4,9 @@ A *cell* is one way Swapless saves memory: a KV precision (bits × quantization 
 or a trim method. KV cells are compared with a full-precision cache on the same
 prompts; trim cells with an exact rebuild of the trimmed conversation. The grid always
 holds 8 and 4 bits at groups 32, 64 and 128, plus whatever precision the presets use,
-so every preset a user may pick has a measured row.
+so every preset a user may pick has a measured row. A preset whose KV precision ages
+(issue 20: recent tokens exact, older ones at fewer bits) adds an *aged* KV cell, its
+tiers in the cell's key, measured the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.core.generation_settings import VALID_KV_GROUPS
+from app.core.generation_settings import VALID_KV_GROUPS, KVAging, KVSettings
 
 KV = "kv"
 TRIM = "trim"
@@ -30,12 +32,15 @@ class Cell:
             the trim differs).
         group_size: KV quantization group.
         trim: For trim cells: ``splice``, ``rebuild`` or ``none`` (the untrimmed cache).
+        aging: For aged KV cells: the tiers' `KVAging.spec` (``bits`` is the floor's
+            key bits); empty for uniform precision.
     """
 
     kind: str
     bits: int = 16
     group_size: int = 64
     trim: str = ""
+    aging: str = ""
 
     def __post_init__(self):
         if self.kind not in (KV, TRIM):
@@ -44,10 +49,24 @@ class Cell:
             raise ValueError(
                 f"trim must be one of {', '.join(TRIM_METHODS)}, got {self.trim!r}"
             )
+        if self.aging and (
+            self.kind != KV or KVAging.from_spec(self.aging).floor_key_bits != self.bits
+        ):
+            raise ValueError(f"aging {self.aging!r} does not fit a {self.kind} cell")
+
+    @property
+    def kv_settings(self) -> KVSettings:
+        """The KV precision a KV cell measures."""
+        if self.aging:
+            return KVSettings.aged(KVAging.from_spec(self.aging), self.group_size)
+        return KVSettings(bits=self.bits, group_size=self.group_size)
 
     @property
     def key(self) -> str:
-        """A stable text key (stored with results): ``kv:8:64``, ``trim:splice``."""
+        """A stable text key (stored with results): ``kv:8:64``, ``trim:splice``, or
+        ``kv:8:64:r1024+k8v8/256`` for an aged cell."""
+        if self.aging:
+            return f"{KV}:{self.bits}:{self.group_size}:{self.aging}"
         if self.kind == KV:
             return f"{KV}:{self.bits}:{self.group_size}"
         return f"{TRIM}:{self.trim}"
@@ -55,6 +74,9 @@ class Cell:
     @property
     def label(self) -> str:
         """How the cell is named to the user."""
+        if self.aging:
+            tiers = KVAging.from_spec(self.aging).label()
+            return f"aged KV ({tiers}), group {self.group_size}"
         if self.kind == KV:
             if self.bits == 16:
                 return "16-bit KV (full precision)"
@@ -76,6 +98,8 @@ class Cell:
         try:
             if parts[0] == KV and len(parts) == 3:
                 return cls(KV, int(parts[1]), int(parts[2]))
+            if parts[0] == KV and len(parts) == 4:
+                return cls(KV, int(parts[1]), int(parts[2]), aging=parts[3])
             if parts[0] == TRIM and len(parts) == 2:
                 return cls(TRIM, trim=parts[1])
         except ValueError:
@@ -88,6 +112,18 @@ def kv_cell(bits: int, group_size: int) -> Cell:
     return Cell(KV, bits, 64 if bits == 16 else group_size)
 
 
+def aged_cell(aging: KVAging, group_size: int) -> Cell:
+    """The KV cell of an aged precision."""
+    return Cell(KV, aging.floor_key_bits, group_size, aging=aging.spec)
+
+
+def settings_cell(kv: KVSettings) -> Cell:
+    """The KV cell that measures ``kv`` (aged or uniform)."""
+    if kv.aging is not None:
+        return aged_cell(kv.aging, kv.group_size)
+    return kv_cell(kv.bits, kv.group_size)
+
+
 CONTROL = kv_cell(16, 64)
 """Full precision against itself: asked for explicitly, it checks the check."""
 
@@ -96,6 +132,7 @@ def grid(
     preset_precisions: Iterable[tuple[int, int]] = (),
     head_dim: int | None = None,
     trims: bool = True,
+    preset_agings: Iterable[tuple[KVAging, int]] = (),
 ) -> list[Cell]:
     """The cells to measure, in the order they run.
 
@@ -104,9 +141,11 @@ def grid(
         head_dim: The model's attention head size; groups that do not divide it are
             left out (mlx-lm cannot quantize with them).
         trims: Include the splice / rebuild / no-trim cells.
+        preset_agings: ``(tiers, group)`` of every preset whose KV precision ages.
 
     Returns:
-        KV cells (8 then 4 bits, groups ascending, then preset extras), then trims.
+        KV cells (8 then 4 bits, groups ascending, then preset extras, then the
+        presets' aged cells), then trims.
     """
     wanted = {(b, g) for b in GRID_BITS for g in VALID_KV_GROUPS}
     wanted |= {(b, g) for b, g in preset_precisions if b != 16}
@@ -115,13 +154,19 @@ def grid(
         for b, g in sorted(wanted, key=lambda bg: (-bg[0], bg[1]))
         if head_dim is None or head_dim % g == 0
     ]
+    aged = {aged_cell(aging, g) for aging, g in preset_agings}
+    cells += sorted(
+        (c for c in aged if head_dim is None or head_dim % c.group_size == 0),
+        key=run_order,
+    )
     if trims:
         cells += [Cell(TRIM, trim=method) for method in TRIM_METHODS]
     return cells
 
 
 def run_order(cell: Cell) -> tuple:
-    """Sort key of the grid's order: KV cells (more bits first, groups up), then trims."""
+    """Sort key of the grid's order: KV cells (more bits first, groups up; aged ones
+    after the uniform), then trims."""
     if cell.kind == KV:
-        return (0, -cell.bits, cell.group_size, "")
-    return (1, 0, 0, TRIM_METHODS.index(cell.trim))
+        return (0, bool(cell.aging), -cell.bits, cell.group_size, cell.aging)
+    return (1, 0, 0, TRIM_METHODS.index(cell.trim), "")

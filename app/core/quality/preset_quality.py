@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.core.quality.cells import TRIM, Cell, kv_cell
+from app.core.quality.cells import TRIM, Cell, kv_cell, settings_cell
 from app.core.quality.metrics import FAILS, CellResult
 from app.core.quality.report_text import one_line, preset_warning, short_line
 
@@ -101,11 +101,19 @@ def preset_quality(
     for name, preset in presets.items():
         kv = None
         if preset.kv_bits != 16:
-            kv = stored.get(kv_cell(preset.kv_bits, preset.kv_group).key)
+            kv = stored.get(_kv_cell_of(preset).key)
         trim = stored.get(Cell(TRIM, trim=preset.trim_method).key)
         warning = preset_warning(name, kv.result) if kv is not None else None
         out.append(PresetQuality(name, kv, trim, warning))
     return out
+
+
+def _kv_cell_of(preset) -> Cell:
+    """The cell measuring a preset's KV precision (its aged cell when it ages)."""
+    settings = getattr(preset, "kv_settings", None)
+    if settings is not None:
+        return settings_cell(settings())
+    return kv_cell(preset.kv_bits, preset.kv_group)
 
 
 def doctor_lines(

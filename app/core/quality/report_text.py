@@ -68,6 +68,13 @@ def one_line(result: CellResult, measured_at: str = "") -> str:
     return text
 
 
+AGED_EXPLANATION = (
+    "Aged KV (a preset's newest tokens exact, older ones at fewer bits): a probe "
+    "shorter than a cell's exact window reads every token exact, so its cost shows only "
+    "on longer contexts; its KV B/token is the average at the model's trained context."
+)
+
+
 def _short_percent(value: float) -> str:
     # Whole percents read best next to a preset, but 99.6 % must not round to 100 %.
     whole = f"{value * 100:.0f}"
@@ -78,7 +85,9 @@ def short_line(result: CellResult, measured_at: str = "") -> str:
     """The phrase next to a preset, e.g. ``4-bit KV on this model: 96 % top-1, recall
     9/10, measured 3 Dec`` (the group is named only when it is not 64)."""
     cell = result.cell
-    if cell.kind == KV:
+    if cell.aging:
+        name = cell.label  # the tiers: "aged KV (512 exact, then 4-bit), group 64"
+    elif cell.kind == KV:
         name = f"{cell.bits}-bit KV"
         if cell.group_size != 64:
             name += f" (group {cell.group_size})"
@@ -111,25 +120,30 @@ def table(report: QualityReport) -> str:
         + f"pass keys {hits}/{total}.",
         width=88,
     )
+    # Aged cells name their tiers: the label column widens to the longest label.
+    width = max([28, *(len(r.cell.label) for r in report.results)])
     header = (
-        f"{'':28} {'top-1':>8} {'mean KL':>9} {'PPL ratio':>9} "
+        f"{'':{width}} {'top-1':>8} {'mean KL':>9} {'PPL ratio':>9} "
         f"{'recall':>12} {'KV B/token':>10}  verdict"
     )
     lines = [heading, "", header]
     for r in report.results:
+        label = f"{r.cell.label:{width}}"
         if r.error:
-            lines.append(f"{r.cell.label:28} not measured: {r.error}")
+            lines.append(f"{label} not measured: {r.error}")
             continue
         per_token = f"{r.kv_bytes_per_token:.0f}" if r.kv_bytes_per_token else "—"
         verdict = r.verdict + ("" if r.complete else " (stopped)")
         lines.append(
-            f"{r.cell.label:28} {_percent(r.top1_agreement):>8} {_kl(r.mean_kl):>9} "
+            f"{label} {_percent(r.top1_agreement):>8} {_kl(r.mean_kl):>9} "
             f"{_ratio(r.perplexity_ratio):>9} {_recall(r):>12} {per_token:>10}  {verdict}"
         )
     if report.cancelled:
         lines.append("")
         lines.append("Stopped before the end: the rows above are what was measured.")
     lines += ["", textwrap.fill(EXPLANATION, width=88)]
+    if any(r.cell.aging for r in report.results):
+        lines += ["", textwrap.fill(AGED_EXPLANATION, width=88)]
     return "\n".join(lines)
 
 

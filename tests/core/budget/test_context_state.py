@@ -85,3 +85,73 @@ def test_a_state_without_a_cache_is_an_estimate_at_the_preset_precision(budget):
         budget=budget,
     )
     assert (live.tokens, live.kv_bytes, live.exact) == (600, 12345, True)
+
+
+def test_an_aged_preset_is_estimated_tier_by_tier(budget):
+    from app.core.budget.aged_budget import aged_kv_bytes_at
+
+    preset = get_preset("chat").with_changes(
+        kv_bits=4, kv_recent_tokens=256, kv_band_tokens=256, kv_age_block=64
+    )
+    state = context_state(
+        conversation_id=None,
+        preset=preset,
+        limit=4096,
+        cached_tokens=0,
+        cached_kv_bytes=0,
+        prompt_tokens=lambda: 1000,
+        trims=0,
+        pressure="normal",
+        budget=budget,
+    )
+    assert not state.exact
+    assert state.kv_bytes == aged_kv_bytes_at(
+        budget.geometry, 1000, preset.kv_aging, 64, act_dtype_bytes=ACT
+    )
+    assert [(t.name, t.tokens, t.precision) for t in state.kv_tiers] == [
+        ("recent", 296, "exact"),
+        ("band", 256, "8-bit"),
+        ("floor", 448, "4-bit"),
+    ]
+    assert sum(t.nbytes for t in state.kv_tiers) == state.kv_bytes
+    assert state.kv_aging == "256 exact, 256 at 8-bit, then 4-bit"
+
+
+def test_a_live_aged_cache_reports_its_measured_tiers(budget):
+    from app.core.engine.events import LayerGroup
+
+    preset = get_preset("chat").with_changes(kv_recent_tokens=1024)
+    layers = (
+        LayerGroup("full_attention", 2, 16, None, "float32", 900, 100, 16, "recent"),
+        LayerGroup("full_attention", 2, 8, 64, "float32", 300, 50, 8, "floor"),
+    )
+    state = context_state(
+        conversation_id=3,
+        preset=preset,
+        limit=4096,
+        cached_tokens=150,
+        cached_kv_bytes=1200,
+        prompt_tokens=lambda: pytest.fail("a live cache is measured, not estimated"),
+        trims=0,
+        pressure="normal",
+        budget=budget,
+        cached_layers=layers,
+    )
+    assert state.exact and state.kv_bytes == 1200
+    assert [(t.name, t.tokens, t.nbytes) for t in state.kv_tiers] == [
+        ("recent", 100, 900),
+        ("floor", 50, 300),
+    ]
+
+
+def test_the_device_limit_of_an_aged_preset_counts_its_tiers(budget):
+    aging = get_preset("chat").with_changes(kv_recent_tokens=1024).kv_aging
+    asked = []
+
+    def device_limit(bits, group, aging=None):
+        asked.append(aging)
+        return budget.max_context(bits, group, aging)
+
+    limit = effective_limit(10**9, 8, 64, device_limit, aging)
+    assert asked == [aging]
+    assert limit == budget.max_context(8, 64, aging) < budget.max_context(8, 64)

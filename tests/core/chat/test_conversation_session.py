@@ -217,3 +217,35 @@ def test_splices_stop_before_positions_pass_the_trained_context(
                 assert "trained context" in report.trim_note
                 assert state.next_position == state.tokens  # positions start again
     assert "splice" in methods and "rebuild" in methods
+
+
+def test_an_aged_cache_is_spliced_by_auto_trim_and_keeps_its_tiers(
+    engine, store, tiny_model_dir
+):
+    session = start(
+        engine,
+        store,
+        tiny_model_dir,
+        max_context=768,
+        keep_ratio=0.6,
+        kv_bits=4,
+        kv_recent_tokens=128,
+        kv_band_tokens=128,
+        kv_age_block=64,
+    )
+    trims = 0
+    for i in range(1, 31):
+        report = session.send(user_turn(i)).wait()
+        held = engine.cache_state(session.cache_key)
+        assert held.tokens <= 768 and report.context_tokens == held.tokens
+        tiers = [g for g in held.kv_layers if g.tier]
+        assert sum(g.nbytes for g in tiers) == held.kv_bytes
+        # Every layer holds the same tokens; per tier they add up to what is held.
+        per_layer = {g.tier: g.tokens for g in tiers}
+        assert sum(per_layer.values()) == held.tokens
+        if report.trimmed:
+            trims += 1
+            assert report.trim_method == "splice", report.trim_note
+            assert report.reused_tokens > 0.5 * report.prompt_tokens
+    assert trims >= 2
+    assert {"recent", "band", "floor"} == set(per_layer)
