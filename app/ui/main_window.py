@@ -402,7 +402,7 @@ class MainWindow(QMainWindow):
             log.warning("window state not saved: %s", exc)
         if self.model_picker.manager is not None:
             self.model_picker.manager.cancel_download()
-        self.quality.stop()  # the check ends at its next forward pass
+        self.quality.shutdown()  # its measured cells are saved before the store closes
         self.server.stop()  # its replies stop within a token, before the engine does
         self.documents.shutdown()
         stopped = self.threads.stop()

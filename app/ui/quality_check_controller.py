@@ -11,6 +11,7 @@ preset editor and the Models dialog to read the model's latest results again.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 NO_MODEL = "Load a model first: the check measures the loaded model."
 BUSY = "Stop the reply first, then check quality."
 RUNNING = "A quality check is already running."
+SHUTDOWN_WAIT_S = 3.0
+"""How long closing the window waits for a stopped check's last forward pass."""
 _relay_pool: QThreadPool | None = None
 
 
@@ -73,6 +76,10 @@ class QualityCheckController(QObject):
         self._is_busy = is_busy
         self._tasks = TaskSet(self, pool=_relay_threads())
         self._cancel: CancelToken | None = None
+        # Written by the relay thread when the check's job ends: what closing the
+        # window saves, since the report's delivery to the UI thread never comes then.
+        self._ended = threading.Event()
+        self._ended_report = None
         self.sizes = None
         self.only: list[str] | None = None
         self.last_report = None
@@ -124,13 +131,19 @@ class QualityCheckController(QObject):
         cancel = CancelToken()
         self._cancel = cancel
         engine = self._worker.engine
+        ended = self._ended = threading.Event()
+        self._ended_report = None
 
         def work(report):
-            run = start_quality_check(engine, plan, cancel)
-            for event in run:
-                if isinstance(event, QualityProgress | CellMeasured):
-                    report(event)
-            return run.report
+            try:
+                run = start_quality_check(engine, plan, cancel)
+                for event in run:
+                    if isinstance(event, QualityProgress | CellMeasured):
+                        report(event)
+                self._ended_report = run.report
+                return run.report
+            finally:
+                ended.set()
 
         self.check_started.emit(plan)
         self._tasks.start(
@@ -145,6 +158,26 @@ class QualityCheckController(QObject):
         """Stop after the current forward pass; the cells measured are kept and saved."""
         if self._cancel is not None:
             self._cancel.cancel()
+
+    def shutdown(self) -> None:
+        """Stop a running check and save the cells it measured (the window closes).
+
+        Waits up to `SHUTDOWN_WAIT_S` for the check's current forward pass; a check
+        that does not end by then loses only what it measured in this run.
+        """
+        if self._cancel is None:
+            return
+        self._cancel.cancel()
+        self._cancel = None  # a report delivered after this is not saved twice
+        if not self._ended.wait(SHUTDOWN_WAIT_S):
+            log.warning("the quality check did not stop in time; its cells are lost")
+            return
+        report = self._ended_report
+        if report is not None and report.results:
+            try:
+                self._store.save_quality_report(report)
+            except KnownError as exc:
+                log.warning("the quality results could not be saved: %s", exc)
 
     def attach_panel(self, panel) -> None:
         """Drive the Models dialog's `QualityPanelView` (once, when it is built)."""
@@ -176,6 +209,8 @@ class QualityCheckController(QObject):
             self.check_progressed.emit(event)
 
     def _on_check_done(self, report) -> None:
+        if self._cancel is None:
+            return  # saved by `shutdown` already
         self._cancel = None
         self.last_report = report
         if report is not None and report.results:

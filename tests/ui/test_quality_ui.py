@@ -16,6 +16,7 @@ from app.core.quality.events import QualityReport
 from app.core.quality.metrics import CellResult
 from app.core.quality.preset_quality import NOT_MEASURED
 from app.core.quality.probes import ProbeSizes
+from app.core.store import Store
 from app.ui.preset_editor_dialog import PresetEditorDialog
 from app.ui.preset_item_delegate import QUALITY_ROLE, WARNING_ROLE
 
@@ -171,6 +172,22 @@ def test_stop_keeps_the_cells_measured_and_saves_them(qtbot, window, store):
     (check,) = store.quality_checks(window.models.info.identity)
     assert check["cancelled"] is True
     assert set(stored) == {r.cell.key for r in report.results}
+
+
+def test_closing_the_window_mid_check_saves_the_cells_measured(qtbot, window, store):
+    six = [f"kv:{bits}:{group}" for bits in (8, 4) for group in (32, 64, 128)]
+    _open_quality_panel(window, six)
+    window.quality.sizes = SLOWER
+    identity = window.models.info.identity
+    with qtbot.waitSignal(window.quality.cell_measured, timeout=CHECK_TIMEOUT_MS):
+        assert window.quality.start()
+    window.close()  # as a user quitting while the check runs
+    window.shutdown()
+    with Store.open(store.path) as reopened:
+        stored = reopened.latest_quality(identity)
+        (check,) = reopened.quality_checks(identity)
+    assert "kv:8:32" in stored and stored["kv:8:32"].result.complete
+    assert len(stored) < len(six) and check["cancelled"] is True
 
 
 def test_a_second_check_is_refused_while_one_runs(qtbot, window):
