@@ -332,6 +332,19 @@ def run_quality_check(
                 mx.clear_cache()
             results.append(result)
             emit(CellMeasured(result))
+        # A cell that could not run (e.g. a trim this template cannot splice) skips
+        # its units: the bar still ends full.
+        if check.done < check.total:
+            check.done = check.total
+            emit(
+                QualityProgress(
+                    done=check.total,
+                    total=check.total,
+                    cell_key=check.current[0],
+                    label=check.current[1],
+                    elapsed_s=time.perf_counter() - check.started,
+                )
+            )
     except _Stopped:
         cancelled = True
     ppl = None
