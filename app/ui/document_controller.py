@@ -70,7 +70,7 @@ class DocumentController(QObject):
     document_progressed = Signal(int, object)  # SegmentStarted or ReadingProgress
     segment_read = Signal(int, object)  # SegmentFinished
     document_finished = Signal(int, object)  # conversation id, RunFinished
-    document_failed = Signal(object, object)  # conversation id or None, DocumentError
+    document_failed = Signal(object, object)  # conversation id or None, WorkerError
     busy_changed = Signal(bool)
     refused = Signal(str)  # an attach that cannot happen now, in words
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from dataclasses import dataclass, replace
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core.cancel import CancelToken
 from app.core.errors import BudgetError, KnownError
 from app.core.presets import Preset
+from app.ui.worker_support import WorkerError, park_on_main_thread, worker_error
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +67,6 @@ class PlanOffer:
     resumes_at: int = 0
 
 
-@dataclass(frozen=True)
-class DocumentError:
-    """A failure on the document thread, ready to show (like the worker's)."""
-
-    message: str
-    known: bool
-    details: str = ""
-
-
 class DocumentWorker(QObject):
     """Plans and runs long-document readings on its own thread.
 
@@ -86,13 +77,13 @@ class DocumentWorker(QObject):
     """
 
     plan_ready = Signal(object)  # PlanOffer
-    plan_failed = Signal(object, object)  # DocumentRequest, DocumentError
+    plan_failed = Signal(object, object)  # DocumentRequest, WorkerError
     run_started = Signal(int, object)  # conversation id, RunStarted
     run_progressed = Signal(int, object)  # SegmentStarted or ReadingProgress
     segment_finished = Signal(int, object)  # SegmentFinished
     answer_received = Signal(int, str)
     run_finished = Signal(int, object)  # RunFinished
-    run_failed = Signal(object, object)  # conversation id (None: new), DocumentError
+    run_failed = Signal(object, object)  # conversation id (None: new), WorkerError
 
     _plan_requested = Signal(object, object)
     _switch_requested = Signal(object, str, object)
@@ -246,19 +237,8 @@ class DocumentWorker(QObject):
 
     @Slot()
     def _on_park_requested(self) -> None:
-        # As the generation worker: move home from the own thread, then stop it.
         self._parked = True
-        thread = QThread.currentThread()
-        self.moveToThread(QCoreApplication.instance().thread())
-        thread.quit()
+        park_on_main_thread(self)
 
-    def _error(self, exc: BaseException, doing: str) -> DocumentError:
-        if isinstance(exc, KnownError):
-            return DocumentError(str(exc), True)
-        log.error("bug while %s", doing, exc_info=exc)
-        return DocumentError(
-            f"Something went wrong while {doing} ({type(exc).__name__}: {exc}). "
-            "This is a bug in Swapless; the details were written to the log.",
-            False,
-            "".join(traceback.format_exception(exc)),
-        )
+    def _error(self, exc: BaseException, doing: str) -> WorkerError:
+        return worker_error(exc, doing)

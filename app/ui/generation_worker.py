@@ -21,35 +21,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core.cancel import CancelToken
 from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
-from app.core.errors import KnownError
 from app.core.presets import Preset
+from app.ui.worker_support import WorkerError, park_on_main_thread, worker_error
 
 log = logging.getLogger(__name__)
 
 __all__ = ["NO_MODEL_MESSAGE", "GenerationWorker", "WorkerError"]
-
-
-@dataclass(frozen=True)
-class WorkerError:
-    """A failure on the worker thread, ready to show.
-
-    Attributes:
-        message: For the user: the `KnownError`'s words, or a generic sentence for a bug.
-        known: True for a `KnownError` (an environment fault or a refusal), False for a bug.
-        details: The traceback of a bug, empty otherwise.
-    """
-
-    message: str
-    known: bool
-    details: str = ""
 
 
 class GenerationWorker(QObject):
@@ -393,24 +376,10 @@ class GenerationWorker(QObject):
 
     @Slot()
     def _on_park_requested(self) -> None:
-        # Objects may only be pushed from their own thread; back on the main thread the
-        # worker can be deleted after its thread has stopped, without Qt warnings. The
-        # thread is stopped from here, after the move, so no queued request is lost.
         self._parked = True
-        thread = QThread.currentThread()
-        self.moveToThread(QCoreApplication.instance().thread())
-        thread.quit()
+        park_on_main_thread(self)
 
     # -- errors ------------------------------------------------------------------------
 
     def _error(self, exc: BaseException, doing: str) -> WorkerError:
-        if isinstance(exc, KnownError):
-            return WorkerError(str(exc), True)
-        log.error("bug while %s", doing, exc_info=exc)
-        details = "".join(traceback.format_exception(exc))
-        return WorkerError(
-            f"Something went wrong while {doing} ({type(exc).__name__}: {exc}). "
-            "This is a bug in Swapless; the details were written to the log.",
-            False,
-            details,
-        )
+        return worker_error(exc, doing)
