@@ -141,6 +141,11 @@ class _Check:
 
     def step(self, units: int = 1) -> None:
         self.done += units
+        self.emit_progress()
+        if self.cancel.cancelled:
+            raise _Stopped
+
+    def emit_progress(self) -> None:
         self.emit(
             QualityProgress(
                 done=min(self.done, self.total),
@@ -150,8 +155,6 @@ class _Check:
                 elapsed_s=time.perf_counter() - self.started,
             )
         )
-        if self.cancel.cancelled:
-            raise _Stopped
 
     def stopped(self) -> bool:
         return self.cancel.cancelled
@@ -336,15 +339,7 @@ def run_quality_check(
         # its units: the bar still ends full.
         if check.done < check.total:
             check.done = check.total
-            emit(
-                QualityProgress(
-                    done=check.total,
-                    total=check.total,
-                    cell_key=check.current[0],
-                    label=check.current[1],
-                    elapsed_s=time.perf_counter() - check.started,
-                )
-            )
+            check.emit_progress()
     except _Stopped:
         cancelled = True
     ppl = None
