@@ -33,6 +33,7 @@ from app.core.budget.memory_budget import (
     kv_limit_bytes,
     max_safe_context,
     memory_budget_bytes,
+    within_trained_context,
 )
 from app.core.budget.model_geometry import (
     ModelGeometry,
@@ -68,6 +69,7 @@ __all__ = [
     "kv_bytes_at",
     "kv_limit_bytes",
     "max_safe_context",
+    "within_trained_context",
     "memory_budget_bytes",
     "prefill_scores_bytes",
     "read_geometry",

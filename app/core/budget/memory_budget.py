@@ -190,6 +190,29 @@ def max_safe_context(
     return tokens // ALLOCATION_STEP * ALLOCATION_STEP
 
 
+def within_trained_context(
+    memory_tokens: int | None, trained: int | None
+) -> int | None:
+    """A memory limit capped at the context the model was trained for.
+
+    Past the trained context replies degrade however much memory is free, so every
+    limit stops there; chat, the meter, the server and long documents all use this.
+
+    Args:
+        memory_tokens: Tokens the memory budget allows (0: nothing fits; None: memory
+            does not limit it or is unknown).
+        trained: ``max_position_embeddings`` from config.json, if it says (0 or None:
+            unknown).
+
+    Returns:
+        The smaller of the two known limits; 0 stays 0 (nothing fits is never widened
+        to the trained context); None when neither is known.
+    """
+    if memory_tokens is None:
+        return trained or None
+    return min(memory_tokens, trained) if trained else memory_tokens
+
+
 def check_model_fits(
     total_memory: int, weights_bytes: int, settings: BudgetSettings
 ) -> int:

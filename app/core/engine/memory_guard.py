@@ -21,6 +21,7 @@ from app.core.budget.memory_budget import (
     check_model_fits,
     check_request_fits,
     memory_budget_bytes,
+    within_trained_context,
 )
 from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
@@ -162,13 +163,11 @@ def max_safe_context(
     """
     if budget is None:
         return None
-    trained = budget.geometry.max_position_embeddings
     try:
         memory = budget.max_context(bits, group, aging)
     except ValueError:
         memory = None
-    limits = [limit for limit in (memory, trained) if limit]
-    return min(limits) if limits else None
+    return within_trained_context(memory, budget.geometry.max_position_embeddings)
 
 
 def check_request(
@@ -196,7 +195,7 @@ def check_request(
         BudgetError: With the numbers.
     """
     limits = [max_context, max_safe_context(budget, kv.bits, kv.group_size, kv.aging)]
-    limits = [limit for limit in limits if limit]
+    limits = [limit for limit in limits if limit is not None]
     if limits:
         check_request_fits(prompt_tokens, max_tokens, min(limits))
     if budget is not None:

@@ -18,6 +18,7 @@ from app.core.budget import (
     kv_bytes_at,
     max_safe_context,
     read_geometry,
+    within_trained_context,
 )
 
 ACTIVATION_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -105,9 +106,5 @@ def kv_sizing(
         settings or BudgetSettings(),
         act_dtype_bytes=act,
     )
-    # Past the context the model was trained for replies degrade however much memory
-    # is free: the chat's limit (the engine's max_safe_context) stops there too.
-    trained = geometry.max_position_embeddings
-    if trained and (safe is None or trained < safe):
-        safe = trained
+    safe = within_trained_context(safe, geometry.max_position_embeddings)
     return KVSizing(geometry, bits, group, act, safe)

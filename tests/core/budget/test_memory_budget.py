@@ -23,6 +23,7 @@ from app.core.budget.memory_budget import (
     kv_limit_bytes,
     max_safe_context,
     memory_budget_bytes,
+    within_trained_context,
 )
 from app.core.budget.model_geometry import geometry_from_config
 from app.core.errors import BudgetError, SettingsError
@@ -176,3 +177,19 @@ def test_kv_limit_bytes():
 def test_invalid_settings_name_the_key(data, message):
     with pytest.raises(SettingsError, match=message):
         BudgetSettings.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("memory", "trained", "limit"),
+    [
+        (100_000, 32_768, 32_768),  # memory would allow more than the model learned
+        (4_096, 32_768, 4_096),  # memory is the tighter limit
+        (0, 32_768, 0),  # nothing fits: never widened to the trained context
+        (None, 32_768, 32_768),  # memory does not limit it (a state-space model)
+        (4_096, None, 4_096),  # the config does not say what it was trained for
+        (4_096, 0, 4_096),
+        (None, None, None),
+    ],
+)
+def test_a_limit_is_capped_at_the_trained_context(memory, trained, limit):
+    assert within_trained_context(memory, trained) == limit

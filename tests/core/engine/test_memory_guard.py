@@ -99,3 +99,20 @@ def test_the_limit_never_passes_the_trained_context(tiny_model_dir):
         engine.max_safe_context(4)
         == engine.device_budget.geometry.max_position_embeddings
     )
+
+
+def test_no_room_for_a_cache_is_a_limit_of_zero_not_the_trained_context(
+    tiny_model_dir,
+):
+    probe = Engine()
+    info = probe.load(tiny_model_dir)
+    # Room for fewer tokens than one 256-token allocation step.
+    per_token = 2 * 2 * 2 * 128 * 4
+    engine = Engine(budget_settings=tight_settings(info.weights_bytes, 100 * per_token))
+    engine.load(tiny_model_dir)
+    assert engine.device_budget.max_context(16) == 0
+    assert engine.max_safe_context(16) == 0
+    messages = [{"role": "user", "content": "hello"}]
+    sampling = SamplingSettings(temperature=0.0, max_tokens=4)
+    with pytest.raises(BudgetError, match="safe limit on this machine is 0"):
+        engine.chat("none", messages, KVSettings(bits=16), sampling).wait()
