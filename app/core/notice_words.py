@@ -41,6 +41,39 @@ def summary_origin(method: str, preset_summary_mode: str, random_weights: bool) 
     return f"{picked}: the model's summary failed or came back empty"
 
 
+def trim_card_title(
+    count: int,
+    cause: str | None = None,
+    limit_tokens: int | None = None,
+    trim_at_tokens: int | None = None,
+) -> str:
+    """The heading of a trim card: what was summarised, and what made it happen.
+
+    Args:
+        count: Messages the summary stands for.
+        cause: The stored cause (``limit``, ``pressure``, ``critical``), or None for a
+            summary written before Swapless recorded it.
+        limit_tokens: The conversation's limit at the trim, if recorded.
+        trim_at_tokens: Where the trim was due, if recorded.
+
+    Returns:
+        E.g. ``6 earlier messages summarised to stay within the limit of 4,096 tokens``.
+    """
+    what = f"{messages_noun(count)} summarised"
+    if cause == "critical":
+        return f"{what} to free memory: memory pressure was critical"
+    if cause == "pressure" and limit_tokens and trim_at_tokens:
+        return (
+            f"{what} early, at {format_count(trim_at_tokens)} of "
+            f"{format_count(limit_tokens)} tokens, because memory was under pressure"
+        )
+    if cause == "pressure":
+        return f"{what} early, because memory was under pressure"
+    if limit_tokens:
+        return f"{what} to stay within the limit of {format_count(limit_tokens)} tokens"
+    return f"{what} to keep the context within its limit"
+
+
 def trim_notice(dropped_messages: int, summary_method: str) -> str:
     """The notice after a trim (the card in the chat shows the summary).
 

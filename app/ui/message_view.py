@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.notice_words import trim_card_title
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
@@ -258,7 +259,9 @@ class TrimCardView(QFrame):
         heading = QVBoxLayout()
         heading.setSpacing(0)
         self.title_label = QLabel(
-            f"{count} earlier {noun} summarised to keep the context within its limit"
+            trim_card_title(
+                count, summary.cause, summary.limit_tokens, summary.trim_at_tokens
+            )
         )
         self.title_label.setTextFormat(Qt.TextFormat.PlainText)
         self.title_label.setWordWrap(True)

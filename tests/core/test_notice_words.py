@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from app.core.notice_words import (
     document_started_notice,
     document_stopped_notice,
     summary_origin,
+    trim_card_title,
     trim_notice,
 )
 
@@ -56,3 +59,39 @@ def test_document_notices():
     assert "Resume" in text
     whole = SimpleNamespace(next_segment=0, segments=1, stopped_whole=True)
     assert "in segments" in document_stopped_notice(whole)
+
+
+@pytest.mark.parametrize(
+    ("cause", "limit", "trim_at", "words"),
+    [
+        (
+            "limit",
+            4096,
+            4096,
+            "6 earlier messages summarised to stay within the limit of 4,096 tokens",
+        ),
+        (
+            "pressure",
+            4096,
+            3072,
+            "6 earlier messages summarised early, at 3,072 of "
+            "4,096 tokens, because memory was under pressure",
+        ),
+        (
+            "critical",
+            4096,
+            4096,
+            "6 earlier messages summarised to free memory: memory "
+            "pressure was critical",
+        ),
+        # Summaries written before the cause was stored keep the plain words.
+        (
+            None,
+            None,
+            None,
+            "6 earlier messages summarised to keep the context within its limit",
+        ),
+    ],
+)
+def test_a_trim_card_says_what_made_the_trim_happen(cause, limit, trim_at, words):
+    assert trim_card_title(6, cause, limit, trim_at) == words

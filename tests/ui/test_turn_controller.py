@@ -176,8 +176,11 @@ def test_a_forced_trim_shows_a_card_that_says_how_the_summary_was_made(
         m for m in store.messages(conversation_id, include_trimmed=True) if m.summary_id
     ]
     assert card.message_ids == [m.id for m in covered]
-    assert card.title_label.text().startswith(
-        f"{len(covered)} earlier messages summarised"
+    # The trim came because the turn would pass the 512-token limit, and says so.
+    assert (summary.cause, summary.limit_tokens) == ("limit", 512)
+    assert card.title_label.text() == (
+        f"{len(covered)} earlier messages summarised to stay within the limit of 512 "
+        "tokens"
     )
     # The preset asks for extractive summaries, and the card says so in words.
     assert card.origin_label.text() == (

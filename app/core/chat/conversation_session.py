@@ -314,6 +314,9 @@ class ConversationSession:
             outcome.summary,
             outcome.summary_tokens,
             outcome.summary_method,
+            cause=plan.cause or None,
+            limit_tokens=plan.limit or None,
+            trim_at_tokens=plan.threshold if plan.cause else None,
         )
         self.trims += 1
         self.last_trim = outcome

@@ -30,7 +30,15 @@ CONVERSATION_FIELDS = (
     "system_prompt",
 )
 MESSAGE_FIELDS = ("role", "content", "created_at", "token_count", "state", "error")
-SUMMARY_FIELDS = ("content", "token_count", "method", "created_at")
+SUMMARY_FIELDS = (
+    "content",
+    "token_count",
+    "method",
+    "created_at",
+    "cause",
+    "limit_tokens",
+    "trim_at_tokens",
+)
 DOCUMENT_FIELDS = (
     "name",
     "size_bytes",

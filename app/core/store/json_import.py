@@ -40,6 +40,7 @@ from app.core.store.records import (
     ROLES,
     STATS_COLUMNS,
     SUMMARY_METHODS,
+    TRIM_CAUSES,
     parse_time,
 )
 
@@ -281,6 +282,10 @@ _SUMMARY = {
     "token_count": _optional(_whole(0)),
     "method": _one_of(SUMMARY_METHODS),
     "created_at": _time,
+    # Exports written before trims recorded their cause have none of these.
+    "cause": _optional(_one_of(TRIM_CAUSES)),
+    "limit_tokens": _optional(_whole(1)),
+    "trim_at_tokens": _optional(_whole(0)),
 }
 _DOCUMENT = {
     "name": _text,

@@ -268,9 +268,32 @@ def m003_quality_results(db: Database) -> None:
     _execute_all(db, _V3_TABLES)
 
 
-# --- Add migration 4 here. ----------------------------------------------------------
+# --- Migration 4: why a trim happened, stored with its summary. Shipped: never edit.
 
-SCHEMA_VERSION = 3
+_V4_SUMMARY_COLUMNS = (
+    "cause TEXT CHECK (cause IS NULL OR cause IN ('limit', 'pressure', 'critical'))",
+    "limit_tokens INTEGER",
+    "trim_at_tokens INTEGER",
+)
+
+
+@migration(4)
+def m004_trim_causes(db: Database) -> None:
+    """Record with each summary what made the trim happen and at what numbers.
+
+    The trim card then says "to stay within 4,096 tokens" or "early, at 3,072 of
+    4,096 tokens, because memory was under pressure" when the conversation is opened
+    again. Summaries written before this stay NULL: their card keeps the plain words.
+    """
+    existing = {row[1] for row in db.execute("PRAGMA table_info(summaries)")}
+    for column in _V4_SUMMARY_COLUMNS:
+        if column.split()[0] not in existing:  # ALTER TABLE has no IF NOT EXISTS
+            db.execute(f"ALTER TABLE summaries ADD COLUMN {column}")
+
+
+# --- Add migration 5 here. ----------------------------------------------------------
+
+SCHEMA_VERSION = 4
 """The schema version this code writes: the number of the last migration."""
 
 

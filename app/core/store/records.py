@@ -16,6 +16,7 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant"]
 MessageState = Literal["complete", "generating", "interrupted", "error"]
 SummaryMethod = Literal["model", "extractive"]
+TrimCause = Literal["limit", "pressure", "critical"]
 DocumentStatus = Literal["reading", "complete", "interrupted", "error"]
 
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
@@ -26,6 +27,9 @@ MESSAGE_STATES: tuple[MessageState, ...] = (
     "error",
 )
 SUMMARY_METHODS: tuple[SummaryMethod, ...] = ("model", "extractive")
+TRIM_CAUSES: tuple[TrimCause, ...] = ("limit", "pressure", "critical")
+"""Why a trim happened: the turn would pass the limit, memory pressure made it come
+early, or pressure was critical."""
 DOCUMENT_STATUSES: tuple[DocumentStatus, ...] = (
     "reading",
     "complete",
@@ -204,6 +208,11 @@ class Summary:
         method: ``model`` (written by the LLM) or ``extractive`` (fallback).
         created_at: When it was written.
         superseded_by: The later summary that folded this one in, or None.
+        cause: Why the trim happened (one of `TRIM_CAUSES`), or None for
+            summaries written before Swapless recorded it.
+        limit_tokens: The conversation's limit at the trim, if recorded.
+        trim_at_tokens: Tokens at which that trim was due (below the limit when memory
+            pressure made it come early), if recorded.
     """
 
     id: int
@@ -215,6 +224,9 @@ class Summary:
     method: SummaryMethod
     created_at: datetime
     superseded_by: int | None
+    cause: TrimCause | None = None
+    limit_tokens: int | None = None
+    trim_at_tokens: int | None = None
 
     @property
     def active(self) -> bool:
@@ -234,6 +246,9 @@ class Summary:
             method=row["method"],
             created_at=parse_time(row["created_at"]),
             superseded_by=row["superseded_by"],
+            cause=row.get("cause"),
+            limit_tokens=row.get("limit_tokens"),
+            trim_at_tokens=row.get("trim_at_tokens"),
         )
 
 

@@ -14,6 +14,7 @@ from sqlite_utils import Database
 from app.core.store.base import StoreBase
 from app.core.store.records import (
     SUMMARY_METHODS,
+    TRIM_CAUSES,
     Message,
     ModelContext,
     Summary,
@@ -31,6 +32,10 @@ class SummariesMixin(StoreBase):
         content: str,
         token_count: int | None,
         method: str,
+        *,
+        cause: str | None = None,
+        limit_tokens: int | None = None,
+        trim_at_tokens: int | None = None,
     ) -> int:
         """Record a summary that replaces messages in the model's context.
 
@@ -46,6 +51,9 @@ class SummariesMixin(StoreBase):
             content: The summary text.
             token_count: Tokens of ``content`` if known.
             method: ``model`` or ``extractive``.
+            cause: Why the trim happened (`TRIM_CAUSES`), if known.
+            limit_tokens: The conversation's limit at the trim.
+            trim_at_tokens: Tokens at which the trim was due.
 
         Returns:
             The new summary's id.
@@ -58,6 +66,10 @@ class SummariesMixin(StoreBase):
         if method not in SUMMARY_METHODS:
             raise ValueError(
                 f"method must be one of {', '.join(SUMMARY_METHODS)}, not {method!r}"
+            )
+        if cause is not None and cause not in TRIM_CAUSES:
+            raise ValueError(
+                f"cause must be one of {', '.join(TRIM_CAUSES)}, not {cause!r}"
             )
         if first_message_id > last_message_id:
             raise ValueError(
@@ -92,6 +104,9 @@ class SummariesMixin(StoreBase):
                         "token_count": token_count,
                         "method": method,
                         "created_at": now,
+                        "cause": cause,
+                        "limit_tokens": limit_tokens,
+                        "trim_at_tokens": trim_at_tokens,
                     }
                 )
                 .last_pk

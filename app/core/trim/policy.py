@@ -86,6 +86,10 @@ class TrimPlan:
         keep: Keys of the history messages kept, oldest first.
         after_trim_tokens: Upper bound of prompt + max_tokens after the trim.
         refuse_after_trim: Trim, then still refuse the turn (critical pressure).
+        cause: Why a trim happens, empty unless ``TRIM``: ``limit`` (the turn would
+            pass the limit), ``pressure`` (memory pressure is high, so the trim came
+            early) or ``critical`` (critical pressure); the store's `TRIM_CAUSES`.
+        limit: The conversation's limit in tokens.
     """
 
     action: Action
@@ -96,6 +100,17 @@ class TrimPlan:
     keep: list = field(default_factory=list)
     after_trim_tokens: int = 0
     refuse_after_trim: bool = False
+    cause: str = ""
+    limit: int = 0
+
+
+def trim_cause(projected: int, limit: int, pressure: str) -> str:
+    """Why a turn of ``projected`` tokens trims: the limit, or memory pressure first."""
+    if pressure == "critical":
+        return "critical"
+    if pressure == "warning" and projected <= limit:
+        return "pressure"
+    return "limit"
 
 
 def trim_threshold(limit: int, pressure: str, warning_ratio: float) -> int:
@@ -195,6 +210,8 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
                 keep=keep,
                 after_trim_tokens=after,
                 refuse_after_trim=True,
+                cause="critical",
+                limit=request.limit,
             )
         return TrimPlan(Action.REFUSE, reason, threshold, projected)
     if not drop:
@@ -224,4 +241,6 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
         drop=drop,
         keep=keep,
         after_trim_tokens=after,
+        cause=trim_cause(projected, request.limit, request.pressure),
+        limit=request.limit,
     )

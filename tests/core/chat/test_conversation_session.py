@@ -129,7 +129,8 @@ def test_critical_pressure_trims_and_refuses_the_prefill(engine, store, tiny_mod
     level["now"] = "critical"
     with pytest.raises(BudgetError, match="critical"):
         session.send("one more").wait()
-    assert check_summary_coverage(store, session.conversation_id) is not None
+    summary = check_summary_coverage(store, session.conversation_id)
+    assert summary is not None and summary.cause == "critical"
     level["now"] = "normal"
     assert session.send("one more").wait().finish_reason in {"length", "stop"}
 
@@ -149,6 +150,12 @@ def test_warning_pressure_trims_earlier(engine, store, tiny_model_dir):
     for i in range(1, 15):
         report = session.send(user_turn(i)).wait()
         assert report.context_tokens <= 0.75 * 600 + 8
+    # Every trim came early, and the store says where and why.
+    summaries = store.summaries(session.conversation_id, include_superseded=True)
+    assert summaries
+    assert {(s.cause, s.limit_tokens, s.trim_at_tokens) for s in summaries} == {
+        ("pressure", 600, 450)
+    }
 
 
 def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(

@@ -56,7 +56,15 @@ def rich_conversation(store, conversation_id) -> int:
         conversation_id, ids[0], ids[1], "First exchange.", 6, "extractive"
     )
     store.add_summary(
-        conversation_id, ids[0], ids[3], "First two exchanges.", 9, "model"
+        conversation_id,
+        ids[0],
+        ids[3],
+        "First two exchanges.",
+        9,
+        "model",
+        cause="pressure",
+        limit_tokens=4096,
+        trim_at_tokens=3072,
     )
     stopped = store.begin_reply(conversation_id)
     store.finish_reply(stopped, "Cut sho", STATS, stopped=True)
@@ -186,6 +194,8 @@ def _damaged(export: dict, change) -> dict:
         (lambda e: e["messages"][0].update(summary=7), "messages\\[0\\].summary"),
         (lambda e: e["summaries"][0].update(last_message=99), "last_message"),
         (lambda e: e["summaries"][0].update(first_message=3), "invalid message span"),
+        (lambda e: e["summaries"][1].update(cause="boredom"), "summaries\\[1\\].cause"),
+        (lambda e: e["summaries"][1].update(limit_tokens=-5), "limit_tokens"),
         (lambda e: e["conversation"].update(created_at="yesterday"), "damaged"),
         (lambda e: e["conversation"].update(settings=[1, 2]), "settings"),
         (lambda e: e["conversation"].update(title=None), "damaged"),
@@ -313,3 +323,23 @@ def test_markdown_shows_folded_summaries(store, rich_conversation):
     )
     assert "### 7. Assistant · 2025-06-01" in markdown and "(interrupted)" in markdown
     assert "**Error:** Empty file" in markdown
+
+
+def test_a_trim_cause_survives_export_and_import(store, rich_conversation):
+    imported = store.import_json(store.export_json(rich_conversation))
+    folded, active = store.summaries(imported, include_superseded=True)
+    assert (active.cause, active.limit_tokens, active.trim_at_tokens) == (
+        "pressure",
+        4096,
+        3072,
+    )
+    assert folded.cause is None  # written without a cause: stays unknown
+
+
+def test_an_export_from_before_trim_causes_imports(store, rich_conversation):
+    export = store.export_json(rich_conversation)
+    for summary in export["summaries"]:
+        for key in ("cause", "limit_tokens", "trim_at_tokens"):
+            del summary[key]
+    imported = store.import_json(export)
+    assert all(s.cause is None for s in store.summaries(imported))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.core.quality.cells import Cell, kv_cell
 from app.core.quality.events import QualityReport
 from app.core.quality.metrics import CellResult
-from app.core.store import Store
+from app.core.store import SCHEMA_VERSION, Store
 
 
 def report(identity="model-a", when="2026-12-03T10:00:00Z", quick=True, **cells):
@@ -79,7 +79,7 @@ def test_results_persist_across_reopening(db_path, clock):
     with Store.open(db_path, clock=clock) as store:
         store.save_quality_report(report(**cells(kv_4_32=(0.9, True))))
     with Store.open(db_path, clock=clock) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == SCHEMA_VERSION
         assert store.latest_quality("model-a")["kv:4:32"].result.top1_agreement == 0.9
 
 

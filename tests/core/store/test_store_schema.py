@@ -57,6 +57,9 @@ EXPECTED_COLUMNS = {
         "method": "TEXT",
         "created_at": "TEXT",
         "superseded_by": "INTEGER",
+        "cause": "TEXT",
+        "limit_tokens": "INTEGER",
+        "trim_at_tokens": "INTEGER",
     },
     "documents": {
         "id": "INTEGER",

@@ -156,6 +156,16 @@ def test_invalid_summaries_are_rejected(store, conversation_id, ten_messages):
         )
     with pytest.raises(ValueError, match="not in conversation"):
         store.add_summary(conversation_id, ten_messages[0], foreign, "x", 1, "model")
+    with pytest.raises(ValueError, match="cause must be one of limit, pressure"):
+        store.add_summary(
+            conversation_id,
+            ten_messages[0],
+            ten_messages[1],
+            "x",
+            1,
+            "model",
+            cause="?",
+        )
     generating = store.begin_reply(conversation_id)
     with pytest.raises(ValueError, match="still generating"):
         store.add_summary(conversation_id, ten_messages[0], generating, "x", 1, "model")
@@ -163,4 +173,29 @@ def test_invalid_summaries_are_rejected(store, conversation_id, ten_messages):
     assert store.summaries(conversation_id, include_superseded=True) == []
     assert not any(
         m.trimmed for m in store.messages(conversation_id, include_trimmed=True)
+    )
+
+
+def test_a_summary_keeps_why_its_trim_happened(store, conversation_id, ten_messages):
+    plain = store.add_summary(
+        conversation_id, ten_messages[0], ten_messages[1], "older", 4, "model"
+    )
+    assert store.get_summary(plain).cause is None
+    early = store.add_summary(
+        conversation_id,
+        ten_messages[0],
+        ten_messages[3],
+        "early",
+        4,
+        "extractive",
+        cause="pressure",
+        limit_tokens=2048,
+        trim_at_tokens=1536,
+    )
+    (active,) = store.summaries(conversation_id)
+    assert active.id == early
+    assert (active.cause, active.limit_tokens, active.trim_at_tokens) == (
+        "pressure",
+        2048,
+        1536,
     )

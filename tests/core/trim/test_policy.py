@@ -48,6 +48,7 @@ def test_over_the_limit_drops_the_oldest_and_keeps_whole_recent_turns():
     assert plan.keep == [2, 3, 4, 5]
     assert plan.drop == [0, 1]
     assert plan.after_trim_tokens <= 512
+    assert plan.cause == "limit" and plan.limit == 512 == plan.threshold
 
 
 def test_kept_part_starts_with_a_user_message():
@@ -80,13 +81,14 @@ def test_warning_pressure_trims_earlier():
     plan = plan_trim(request(hist, pressure="warning"))
     assert plan.action is Action.TRIM and plan.threshold == 384
     assert "memory pressure" in plan.reason
+    assert plan.cause == "pressure" and plan.limit == 512
 
 
 def test_critical_pressure_trims_now_and_refuses_the_prefill():
     hist = history(40, 40, 40, 40)
     plan = plan_trim(request(hist, pressure="critical", keep_ratio=0.2))
     assert plan.action is Action.TRIM and plan.refuse_after_trim
-    assert "critical" in plan.reason
+    assert "critical" in plan.reason and plan.cause == "critical"
     assert plan_trim(request([], pressure="critical")).action is Action.REFUSE
 
 
@@ -95,3 +97,10 @@ def test_choose_kept_never_splits_a_message():
     assert choose_kept(hist, 25) == 2  # 10+10 fit but index 1 is an assistant reply
     assert choose_kept(hist, 30) == 0
     assert choose_kept(hist, 5) == 3
+
+
+def test_a_turn_over_the_limit_is_a_limit_trim_even_under_pressure():
+    # Pressure would have trimmed at 384, but this turn passes the limit itself.
+    plan = plan_trim(request(history(100, 100, 60, 60, 50, 50), pressure="warning"))
+    assert plan.action is Action.TRIM and plan.cause == "limit"
+    assert plan_trim(request(history(40, 40))).cause == ""  # proceeding: no cause
