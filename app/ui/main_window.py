@@ -204,6 +204,14 @@ class MainWindow(QMainWindow):
         self.quality = QualityCheckController(
             worker, self.models, self.store, lambda: self.turns.busy, self
         )
+        # A message sent during a check waits for it; its footer says so.
+        self.turns.waiting = self.quality.waiting_words
+        for signal in (
+            self.quality.check_progressed,
+            self.quality.check_finished,
+            self.quality.check_failed,
+        ):
+            signal.connect(self.turns.refresh_waiting)
         self.model_picker = ModelPickerController(
             self.toolbar,
             self.models,

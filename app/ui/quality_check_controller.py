@@ -84,12 +84,28 @@ class QualityCheckController(QObject):
         self.only: list[str] | None = None
         self.last_report = None
         self._panel = None
+        self._progress: QualityProgress | None = None
         models.loaded.connect(self._on_models_loaded)
 
     @property
     def running(self) -> bool:
         """True from `start` until the check's report (or failure) arrived."""
         return self._cancel is not None
+
+    def waiting_words(self) -> str | None:
+        """What a reply sent now shows while it waits for the check, or None.
+
+        The check holds the model's thread, so a message sent during it starts when
+        the check ends; the reply's footer says so instead of a silent "Thinking…".
+        """
+        if not self.running:
+            return None
+        progress = self._progress
+        share = f" ({100 * progress.done // progress.total} %)" if progress else ""
+        return (
+            f"Waiting for the quality check to finish{share}; Stop in Models… ends it "
+            "and keeps what it measured."
+        )
 
     def stored(self) -> dict | None:
         """The loaded model's latest stored result per cell, or None without a model.
@@ -130,6 +146,7 @@ class QualityCheckController(QObject):
             return False
         cancel = CancelToken()
         self._cancel = cancel
+        self._progress = None
         engine = self._worker.engine
         ended = self._ended = threading.Event()
         self._ended_report = None
@@ -203,6 +220,8 @@ class QualityCheckController(QObject):
         )
 
     def _on_check_event(self, event) -> None:
+        if isinstance(event, QualityProgress) and event.total:
+            self._progress = event
         if isinstance(event, CellMeasured):
             self.cell_measured.emit(event.result)
         else:

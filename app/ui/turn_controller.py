@@ -49,6 +49,8 @@ class LiveTurn:
         footer: The reply's status line.
         retitle: Re-title the conversation afterwards (its first message was edited).
         left: The user left the new chat this turn started in.
+        waiting: The turn waits for other work on the model (a quality check) and its
+            footer says so.
     """
 
     kind: str
@@ -59,6 +61,7 @@ class LiveTurn:
     footer: str = "Thinking…"
     retitle: bool = False
     left: bool = False
+    waiting: bool = False
 
 
 class TurnController(QObject):
@@ -96,6 +99,9 @@ class TurnController(QObject):
         # Why a conversation cannot send now besides a live turn (a document being
         # read in it), or None; the `DocumentController` sets it.
         self.blocked: Callable[[int | None], str | None] = lambda _cid: None
+        # Why a turn that starts now waits before its prompt is read (a quality check
+        # holds the model thread), or None; the window connects the check's words.
+        self.waiting: Callable[[], str | None] = lambda: None
         worker.conversation_started.connect(self._on_worker_conversation_started)
         worker.chunk_received.connect(self._on_worker_chunk_received)
         worker.prefill_progressed.connect(self._on_worker_prefill_progressed)
@@ -169,6 +175,7 @@ class TurnController(QObject):
         """Stop the reply being written (the core keeps it, marked stopped)."""
         if self.live is not None:
             self._worker.cancel()
+            self.live.waiting = False  # "Stopping…" stays until the turn ends
             self.set_footer("Stopping…")
 
     def stop_in(self, conversation_id: int) -> None:
@@ -180,6 +187,8 @@ class TurnController(QObject):
         """Start showing ``turn``; False when a turn cannot start now."""
         if not self.can_start():
             return False
+        if words := self.waiting():
+            turn.footer, turn.waiting = words, True
         self.live = turn
         self._chat.start_live_turn(turn.user_text)
         self._chat.set_live_footer(turn.footer)
@@ -313,10 +322,22 @@ class TurnController(QObject):
             self._chat.set_live_text(live.reply_text)
         self.live_text_changed.emit(conversation_id, live.reply_text)
 
+    def refresh_waiting(self, *_args) -> None:
+        """Update a waiting turn's footer (the check moved on, or ended)."""
+        live = self.live
+        if live is None or not live.waiting:
+            return
+        words = self.waiting()
+        if words is None:
+            live.waiting = False
+            words = "Thinking…"
+        self.set_footer(words)
+
     def _on_worker_prefill_progressed(
         self, conversation_id: int, done: int, total: int
     ) -> None:
         if total and self.live_conversation_id == conversation_id:
+            self.live.waiting = False
             self.set_footer(f"Reading the prompt… {100 * done // total}%")
 
     def _on_worker_trim_started(self, conversation_id: int, event) -> None:

@@ -256,3 +256,24 @@ def test_the_open_list_shows_the_whole_line_beside_each_preset(
         assert view.width() >= view.sizeHintForColumn(0)
     finally:
         combo.hidePopup()
+
+
+def test_a_message_sent_during_a_check_says_it_waits_and_is_answered_after(
+    qtbot, window, store
+):
+    six = [f"kv:{bits}:{group}" for bits in (8, 4) for group in (32, 64, 128)]
+    _open_quality_panel(window, six)
+    window.quality.sizes = SLOWER
+    order = []
+    window.quality.check_finished.connect(lambda _report: order.append("check"))
+    window.turns.reply_finished.connect(lambda _cid, _report: order.append("reply"))
+    with qtbot.waitSignal(window.quality.cell_measured, timeout=CHECK_TIMEOUT_MS):
+        assert window.quality.start()
+    assert window.turns.send("Are you there?")
+    footer = window.chat_view.live_reply.footer_label
+    assert footer.text().startswith("Waiting for the quality check to finish (")
+    assert "Stop in Models" in footer.text()
+    qtbot.waitUntil(lambda: order == ["check", "reply"], timeout=CHECK_TIMEOUT_MS)
+    messages = store.messages(window.current.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].state == "complete"
