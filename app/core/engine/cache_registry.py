@@ -6,6 +6,11 @@ oldest is dropped first (its conversation re-prefills on its next turn). After e
 change the engine thread publishes the cache's size as a frozen `CacheState`, so other
 threads (the context meter, the memory gauge) read it without waiting for the engine.
 Caches are touched only on the engine thread.
+
+Keys belong to owners by their prefix (``conversation-12``: the app and the CLI;
+``server-3``: a client of the local server). When a cache must go, the oldest idle one
+*of the owner that needs the room* goes first, and another owner's only when it has
+none: a busy API client re-prefills its own old conversations rather than the app's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from app.core.engine.turn_handle import CacheState
 from app.core.generation_settings import KVSettings
 
 EMPTY = CacheState(tokens=0, kv_bytes=0, kv_bits=16)
+
+
+def cache_owner(key: str) -> str:
+    """Who a cache key belongs to: its prefix before the first ``-`` (or the key)."""
+    return key.split("-", 1)[0]
 
 
 class CacheRegistry:
@@ -40,7 +50,7 @@ class CacheRegistry:
 
         A cache at another KV precision cannot be continued and is replaced by an empty
         one (the conversation re-prefills); beyond ``max_idle`` idle caches, the oldest
-        is dropped.
+        is dropped (the oldest of ``key``'s owner first, see `drop_oldest_idle`).
         """
         cache = self._caches.get(key)
         if cache is not None and not cache.matches_precision(kv):
@@ -51,7 +61,7 @@ class CacheRegistry:
         self._caches[key] = cache
         self._caches.move_to_end(key)
         while len(self._caches) > self.max_idle + 1:
-            self.forget(next(iter(self._caches)))
+            self.drop_oldest_idle(keep=key)
         return cache
 
     def publish(self, key: str) -> None:
@@ -81,12 +91,17 @@ class CacheRegistry:
     def drop_oldest_idle(self, keep: str) -> ConversationCache | None:
         """Drop the least recently used cache other than ``keep`` and return it.
 
+        The oldest idle cache of ``keep``'s own owner goes first; another owner's
+        only when that owner has no other cache.
+
         Returns None when ``keep`` is the only cache (nothing idle is left to drop).
         """
-        for key in self._caches:
-            if key != keep:
-                return self.forget(key)
-        return None
+        idle = [key for key in self._caches if key != keep]
+        if not idle:
+            return None
+        owner = cache_owner(keep)
+        own = [key for key in idle if cache_owner(key) == owner]
+        return self.forget((own or idle)[0])
 
     def drop_idle(self) -> int:
         """Drop every cache but the most recent one; return the bytes they held."""

@@ -53,3 +53,47 @@ def test_a_request_too_big_even_alone_is_refused_and_drops_nothing(engine):
     with pytest.raises(BudgetError):
         engine.generate("big", prompt(1, 1100), KV, GREEDY).wait()
     assert engine.cache_state("a").tokens == 304
+
+
+def test_an_owner_that_needs_room_drops_its_own_oldest_cache_first(engine):
+    # The app's conversation is the oldest, but the server client needs the room: its
+    # own older conversation goes, and the app's next turn reuses its cache.
+    engine.generate("conversation-1", prompt(0), KV, GREEDY).wait()
+    engine.generate("server-1", prompt(1), KV, GREEDY).wait()
+    engine.generate("server-2", prompt(2), KV, GREEDY).wait()
+    assert engine.cache_state("conversation-1").tokens == 304
+    assert engine.cache_state("server-1").tokens == 0
+    assert engine.cache_state("server-2").tokens == 304
+    assert engine.live_kv_bytes() <= KV_LIMIT
+    # The app needs room next: its own old conversation goes, the client's stays.
+    engine.generate("conversation-2", prompt(3), KV, GREEDY).wait()
+    assert engine.cache_state("conversation-1").tokens == 0
+    assert engine.cache_state("server-2").tokens == 304
+    # An owner with no other cache takes the oldest cache of another, as before.
+    engine.generate("bench-1", prompt(4), KV, GREEDY).wait()
+    assert engine.cache_state("server-2").tokens == 0
+    assert engine.cache_state("conversation-2").tokens == 304
+    assert engine.live_kv_bytes() <= KV_LIMIT
+
+
+def test_past_the_idle_count_the_new_keys_owner_gives_up_its_own_cache_first(
+    tiny_model_dir,
+):
+    engine = Engine(max_idle_caches=2)
+    engine.load(tiny_model_dir)
+    try:
+        for key in ("conversation-1", "conversation-2", "server-1", "server-2"):
+            engine.generate(key, prompt(0, 40), KV, GREEDY).wait()
+        held = {
+            key: engine.cache_state(key).tokens > 0
+            for key in ("conversation-1", "conversation-2", "server-1", "server-2")
+        }
+        # Three caches at most: the client's older one went, not the app's oldest.
+        assert held == {
+            "conversation-1": True,
+            "conversation-2": True,
+            "server-1": False,
+            "server-2": True,
+        }
+    finally:
+        engine.shutdown()
