@@ -76,6 +76,9 @@ class ModelPickerController(QObject):
         from app.core.model_catalog import find_models
 
         folders = list(self._settings.settings.model_folders)
+        # Only the newest search counts: an older one (started before a folder was
+        # added, say) can finish last, and its list would hide the new folder's models.
+        self._tasks.forget_all()
         self._tasks.start(
             lambda _report: find_models(folders),
             on_finished=self._on_catalog_found,

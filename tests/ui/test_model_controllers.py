@@ -212,6 +212,45 @@ def test_added_folders_are_searched_and_saved(
     assert load_settings().model_folders == ()
 
 
+def test_a_search_that_ends_after_a_newer_one_does_not_hide_its_models(
+    qtbot, make_window, tiny_model_dir, tmp_path, monkeypatch
+):
+    # The race a busy machine produced: the window's first search (no folders yet)
+    # finished after the one started by adding a folder, and emptied the list.
+    import threading
+
+    from app.core import model_catalog
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    mine = tmp_path / "my-models"
+    shutil.copytree(tiny_model_dir, mine / "tiny-copy")
+    window = make_window()
+    window.model_picker.open_manager()
+    dialog = window.findChild(ModelManagerDialog)
+    real_find = model_catalog.find_models
+    release, old_done = threading.Event(), threading.Event()
+
+    def find_models(folders):
+        if not folders:  # the older search: held until the newer one is shown
+            release.wait(30)
+            try:
+                return real_find(folders)
+            finally:
+                old_done.set()
+        return real_find(folders)
+
+    monkeypatch.setattr(model_catalog, "find_models", find_models)
+    window.model_picker.refresh()  # the older search, with no folders
+    dialog.add_folder(str(mine))  # the newer one
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
+    release.set()
+    assert old_done.wait(30)
+    qtbot.wait(300)  # the older result's queued callback, if any, has run
+    assert dialog.table.rowCount() == 1
+    assert dialog.table.item(0, 1).text() == "Added folder"
+
+
 def test_a_download_without_internet_says_so(qtbot, make_window):
     window = make_window()
     window.model_picker.open_manager()
