@@ -289,16 +289,18 @@ def test_a_busy_lock_is_waited_for_past_the_timeout_while_it_moves(
     db_path, clock, monkeypatch
 ):
     """Back-to-back writers may starve a third past the busy timeout: it waits on."""
-    monkeypatch.setattr(locking, "BUSY_TIMEOUT_MS", 100)
+    # Each hold is a tenth of the timeout: on a loaded machine a 40 ms sleep can
+    # stretch past a 100 ms timeout and look like a stuck lock, which it is not.
+    monkeypatch.setattr(locking, "BUSY_TIMEOUT_MS", 300)
     Store.open(db_path, clock=clock).close()
     holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-    holder.execute("PRAGMA busy_timeout = 100")
+    holder.execute("PRAGMA busy_timeout = 300")
     started_holding = threading.Event()
 
     def write_back_to_back() -> None:
         # Each transaction is shorter than the busy timeout; together they hold the
         # lock for ten timeouts, with next to no gap between them.
-        for i in range(25):
+        for i in range(100):
             holder.execute("BEGIN IMMEDIATE")
             started_holding.set()
             holder.execute(
@@ -310,7 +312,7 @@ def test_a_busy_lock_is_waited_for_past_the_timeout_while_it_moves(
                     "2025-06-01T12:00:00.000000Z",
                 ],
             )
-            time.sleep(0.04)
+            time.sleep(0.03)
             holder.execute("COMMIT")
 
     thread = threading.Thread(target=write_back_to_back)
@@ -322,6 +324,6 @@ def test_a_busy_lock_is_waited_for_past_the_timeout_while_it_moves(
         waited = time.monotonic() - waited_from
         thread.join()
         assert store.get_conversation(conversation_id).title == "patient"
-        assert len(store.list_conversations()) == 26
+        assert len(store.list_conversations()) == 101
     holder.close()
-    assert waited > 0.1  # it waited longer than the busy timeout, and succeeded
+    assert waited > 0.3  # it waited longer than the busy timeout, and succeeded
