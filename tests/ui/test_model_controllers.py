@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QMessageBox
 
@@ -189,16 +190,24 @@ def test_the_demo_is_listed_on_first_open_after_building_it(qtbot, make_window):
     assert any(row.startswith("demo  (demo)  · loaded") for row in rows), rows
 
 
-def test_added_folders_are_searched_and_saved(
-    qtbot, make_window, tiny_model_dir, tmp_path, monkeypatch
-):
+@pytest.fixture
+def folder_of_models(make_window, tiny_model_dir, tmp_path, monkeypatch):
+    """A window with its model manager open, a folder with one model, no other models.
+
+    Returns:
+        (window, dialog, folder); the folder is not added yet.
+    """
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
     monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
     mine = tmp_path / "my-models"
     shutil.copytree(tiny_model_dir, mine / "tiny-copy")
     window = make_window()
     window.model_picker.open_manager()
-    dialog = window.findChild(ModelManagerDialog)
+    return window, window.findChild(ModelManagerDialog), mine
+
+
+def test_added_folders_are_searched_and_saved(qtbot, folder_of_models):
+    _window, dialog, mine = folder_of_models
     dialog.add_folder(str(mine))
     qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
     assert dialog.table.item(0, 1).text() == "Added folder"
@@ -213,7 +222,7 @@ def test_added_folders_are_searched_and_saved(
 
 
 def test_a_search_that_ends_after_a_newer_one_does_not_hide_its_models(
-    qtbot, make_window, tiny_model_dir, tmp_path, monkeypatch
+    qtbot, folder_of_models, monkeypatch
 ):
     # The race a busy machine produced: the window's first search (no folders yet)
     # finished after the one started by adding a folder, and emptied the list.
@@ -221,13 +230,7 @@ def test_a_search_that_ends_after_a_newer_one_does_not_hide_its_models(
 
     from app.core import model_catalog
 
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
-    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
-    mine = tmp_path / "my-models"
-    shutil.copytree(tiny_model_dir, mine / "tiny-copy")
-    window = make_window()
-    window.model_picker.open_manager()
-    dialog = window.findChild(ModelManagerDialog)
+    window, dialog, mine = folder_of_models
     real_find = model_catalog.find_models
     release, old_done = threading.Event(), threading.Event()
 
