@@ -106,6 +106,18 @@ def uniform_schemes() -> list[Scheme]:
     ]
 
 
+def _window_over_floor(recent: int, floor: tuple[int, int, int, bool]) -> KVAging:
+    """``recent`` exact tokens over ``floor`` = (key bits, value bits, group, rotate)."""
+    key_bits, value_bits, _group, rotate = floor
+    return KVAging(
+        recent_tokens=recent,
+        floor_key_bits=key_bits,
+        floor_value_bits=value_bits,
+        block_tokens=BLOCK,
+        rotate_keys=rotate,
+    )
+
+
 def largest_recent_window(
     geometry: ModelGeometry,
     tokens: int,
@@ -116,16 +128,10 @@ def largest_recent_window(
     """The most recent tokens (whole blocks) an aged cache can keep exact over
     ``floor`` = (key bits, value bits, group, rotate) within ``target_bytes`` at
     ``tokens``; None when even none fit."""
-    key_bits, value_bits, group, rotate = floor
+    group = floor[2]
     best = None
     for recent in range(0, tokens, BLOCK):
-        aging = KVAging(
-            recent_tokens=recent,
-            floor_key_bits=key_bits,
-            floor_value_bits=value_bits,
-            block_tokens=BLOCK,
-            rotate_keys=rotate,
-        )
+        aging = _window_over_floor(recent, floor)
         if aged_growing_bytes(geometry, tokens, aging, group, act_dtype_bytes) > (
             target_bytes
         ):
@@ -197,13 +203,7 @@ def equal_byte_schemes(
         recent = largest_recent_window(geometry, tokens, floor, limit, act_dtype_bytes)
         if not recent:
             continue
-        window = KVAging(
-            recent_tokens=recent,
-            floor_key_bits=key_bits,
-            floor_value_bits=value_bits,
-            block_tokens=BLOCK,
-            rotate_keys=rotate,
-        )
+        window = _window_over_floor(recent, floor)
         aging = fill_with_band(geometry, tokens, window, group, target, act_dtype_bytes)
         spent = aged_growing_bytes(geometry, tokens, aging, group, act_dtype_bytes)
         if not -EQUAL_BYTES_BELOW <= spent / target - 1 <= EQUAL_BYTES_TOLERANCE:

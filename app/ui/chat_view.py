@@ -28,6 +28,9 @@ from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.message_view import MessageView, TrimCardView
 from app.ui.throttle import Throttle
 
+THINKING = "Thinking…"
+"""The live reply's status line until something else is known."""
+
 COLUMN_MAX_WIDTH = 920
 HIGHLIGHT_MS = 2500
 STYLE_SHEET = """
@@ -222,7 +225,7 @@ class ChatView(QWidget):
             "assistant", reply_so_far, self._theme, read_only=True
         )
         self._live_reply.setProperty("live", True)
-        self._live_reply.set_footer("Thinking…")
+        self._live_reply.set_footer(THINKING)
         self._layout.insertWidget(self._live_index(), self._live_reply)
         self._live_reply.show()
         self._stick_to_bottom = True

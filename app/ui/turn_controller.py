@@ -24,6 +24,7 @@ from app.core.errors import KnownError
 from app.core.model_catalog import has_random_weights
 from app.core.notice_words import messages_noun, summary_origin
 from app.core.store.conversations import make_title
+from app.ui.chat_view import THINKING
 from app.ui.dialogs import show_error, show_failure
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class LiveTurn:
     request_text: str
     user_text: str | None
     reply_text: str = ""
-    footer: str = "Thinking…"
+    footer: str = THINKING
     retitle: bool = False
     left: bool = False
     waiting: bool = False
@@ -330,7 +331,7 @@ class TurnController(QObject):
         words = self.waiting()
         if words is None:
             live.waiting = False
-            words = "Thinking…"
+            words = THINKING
         self.set_footer(words)
 
     def _on_worker_prefill_progressed(

@@ -189,6 +189,18 @@ def m001_initial_schema(db: Database) -> None:
     _execute_all(db, _fts_statements("conversations", "title"))
 
 
+def _add_missing_columns(db: Database, table: str, columns: tuple[str, ...]) -> None:
+    """Add each column definition to ``table`` unless a column of its name exists.
+
+    ALTER TABLE has no IF NOT EXISTS; this keeps a migration's column steps as safe to
+    repeat as its ``CREATE ... IF NOT EXISTS`` statements.
+    """
+    existing = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    for column in columns:
+        if column.split()[0] not in existing:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
 # --- Migration 2: who is writing an unfinished reply or document. Shipped: never edit.
 
 _V2_WRITERS = """CREATE TABLE IF NOT EXISTS writers (
@@ -223,10 +235,7 @@ def m002_writers(db: Database) -> None:
     """
     db.execute(_V2_WRITERS)
     for table, column in _V2_WRITER_COLUMNS:
-        name = column.split()[0]
-        existing = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-        if name not in existing:  # ALTER TABLE has no IF NOT EXISTS
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        _add_missing_columns(db, table, (column,))
     _execute_all(db, _V2_INDEXES)
 
 
@@ -285,10 +294,7 @@ def m004_trim_causes(db: Database) -> None:
     4,096 tokens, because memory was under pressure" when the conversation is opened
     again. Summaries written before this stay NULL: their card keeps the plain words.
     """
-    existing = {row[1] for row in db.execute("PRAGMA table_info(summaries)")}
-    for column in _V4_SUMMARY_COLUMNS:
-        if column.split()[0] not in existing:  # ALTER TABLE has no IF NOT EXISTS
-            db.execute(f"ALTER TABLE summaries ADD COLUMN {column}")
+    _add_missing_columns(db, "summaries", _V4_SUMMARY_COLUMNS)
 
 
 # --- Add migration 5 here. ----------------------------------------------------------

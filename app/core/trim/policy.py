@@ -210,7 +210,7 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
                 keep=keep,
                 after_trim_tokens=after,
                 refuse_after_trim=True,
-                cause="critical",
+                cause=trim_cause(projected, request.limit, request.pressure),
                 limit=request.limit,
             )
         return TrimPlan(Action.REFUSE, reason, threshold, projected)
