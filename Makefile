@@ -47,7 +47,7 @@ test-slow: $(STAMP)
 # reference count falling, or the window widening itself. SOAK_SECONDS to change it.
 SOAK_SECONDS ?= 180
 soak: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.ui.soak --seconds $(SOAK_SECONDS)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.ui.checks.soak --seconds $(SOAK_SECONDS)
 
 bench: $(STAMP)
 	$(BIN)/swapless bench --out bench-results
@@ -78,9 +78,9 @@ clean:
 # The README screenshot: the real window under Xvfb, the demo model, a short real
 # conversation (Debian packages: xvfb xauth libxcb-icccm4 libxcb-keysyms1, see .ci/run).
 screenshot: $(STAMP)
-	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.screenshot resources/screenshot.png
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.screenshot resources/screenshot.png
 
 # The pictures of the window's behaviour (docs/screenshots/): 1280x800 after a reply, a
 # trim card with its summary, the notice area under (staged) pressure, dark theme live.
 screenshots: $(STAMP)
-	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.screenshot --set docs/screenshots
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.screenshot --set docs/screenshots

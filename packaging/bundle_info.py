@@ -192,7 +192,7 @@ def corpus_files_to_bundle(
 ) -> list[Path]:
     """Return the standard-library files the tokenizer trainer reads before its cap.
 
-    ``app.core.engine.tokenizer_training.iter_corpus`` reads the pydoc topics
+    ``app.core.modelkit.tokenizer_training.iter_corpus`` reads the pydoc topics
     (``prose_chars`` characters) and then ``files`` in order, until ``limit``
     characters. A frozen app has no ``.py`` sources on disk, so the build bundles
     exactly these files where the trainer looks: the frozen app then trains the same

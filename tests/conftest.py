@@ -22,7 +22,7 @@ def swapless_home(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny llama-architecture model in real mlx-lm format (random weights)."""
-    from app.core.engine.model_builder import build_model
+    from app.core.modelkit.model_builder import build_model
 
     folder = tmp_path_factory.mktemp("models") / "tiny"
     build_model(folder, shape="tiny", bits=16, seed=0)
@@ -32,7 +32,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_qwen2_model_dir(tmp_path_factory):
     """The tiny shape with the qwen2 architecture (q/k/v biases, Qwen2 tokenizer)."""
-    from app.core.engine.model_builder import build_model
+    from app.core.modelkit.model_builder import build_model
 
     folder = tmp_path_factory.mktemp("models") / "tiny-qwen2"
     build_model(folder, shape="tiny", bits=16, seed=0, arch="qwen2")
@@ -43,10 +43,10 @@ def tiny_qwen2_model_dir(tmp_path_factory):
 def arch_model_dir(tmp_path_factory):
     """Build the tiny model of an architecture once per session: ``arch_model_dir(name)``.
 
-    Every name of `app.core.engine.arch_configs.ARCHES` builds (Gemma 3/4, gpt-oss,
+    Every name of `app.core.modelkit.arch_configs.ARCHES` builds (Gemma 3/4, gpt-oss,
     Qwen3/3.5/3-Next, Granite 4.0-H, LFM2, llama, qwen2), through mlx-lm's own classes.
     """
-    from app.core.engine.model_builder import build_model
+    from app.core.modelkit.model_builder import build_model
 
     built: dict = {}
 
@@ -67,8 +67,8 @@ def arch_engine(arch_model_dir, tmp_path_factory):
     Tests use their own cache keys. The prefix cache lives in a session folder, so no
     test's SWAPLESS_HOME is touched by another.
     """
+    from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
     from app.core.engine.engine import Engine
-    from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
 
     engines: dict = {}
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.bench.settings import BenchSettings
-from app.bench.texts import filler
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.text.synthetic_text import filler
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and precisely."
 

@@ -79,7 +79,7 @@ def machine_info() -> dict:
     import mlx.core as mx
     import mlx_lm
 
-    from app.core.engine import backend
+    from app.core.engine.cpu import backend
 
     memory = psutil.virtual_memory()
     return {

@@ -14,20 +14,20 @@ from types import ModuleType
 # One entry per measurement, in run order: its name and its module. A new measurement
 # is one line here (limits first: the speed parts report fractions of them).
 _MODULES = {
-    "limits": "app.bench.limits",
-    "engine_overhead": "app.bench.engine_overhead",
-    "kv_bytes": "app.bench.kv_bytes",
-    "turn_reuse": "app.bench.turn_reuse",
-    "splice": "app.bench.splice",
-    "long_conversation": "app.bench.long_conversation",
-    "long_document": "app.bench.long_document",
-    "prefix_cache": "app.bench.prefix_cache",
-    "context_speed": "app.bench.context_speed",
-    "aged_kv": "app.bench.aged_kv",
-    "architectures": "app.bench.architectures",
-    "fidelity": "app.bench.fidelity",
-    "server": "app.bench.server",
-    "ui": "app.bench.ui_responsiveness",
+    "limits": "app.bench.parts.limits",
+    "engine_overhead": "app.bench.parts.engine_overhead",
+    "kv_bytes": "app.bench.parts.kv_bytes",
+    "turn_reuse": "app.bench.parts.turn_reuse",
+    "splice": "app.bench.parts.splice",
+    "long_conversation": "app.bench.parts.long_conversation",
+    "long_document": "app.bench.parts.long_document",
+    "prefix_cache": "app.bench.parts.prefix_cache",
+    "context_speed": "app.bench.parts.context_speed",
+    "aged_kv": "app.bench.parts.aged_kv.aged_kv",
+    "architectures": "app.bench.parts.architectures",
+    "fidelity": "app.bench.parts.fidelity",
+    "server": "app.bench.parts.server",
+    "ui": "app.bench.parts.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)
 

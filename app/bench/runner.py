@@ -53,8 +53,8 @@ def default_model(log: Callable[[str], None]) -> tuple[Path, dict]:
     Returns:
         The folder and how it was obtained (``built_s`` when it was built now).
     """
-    from app.core import paths
-    from app.core.engine.model_builder import build_model
+    from app.core.files import paths
+    from app.core.modelkit.model_builder import build_model
 
     folder = paths.models_dir() / DEFAULT_MODEL_FOLDER
     if (folder / "config.json").is_file() and list(folder.glob("*.safetensors")):
@@ -79,7 +79,7 @@ def make_engine(scratch: Path):
 
     if "prefix_cache" not in inspect.signature(Engine).parameters:
         return Engine()
-    from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
+    from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
 
     settings = PrefixCacheSettings(folder=scratch / "prefix-cache")
     return Engine(prefix_cache=PrefixCache(settings))
@@ -141,7 +141,7 @@ def run_bench(
     Raises:
         ValueError: For an unknown measurement name.
     """
-    from app.bench import plots as plotting
+    from app.bench.report.report import plots as plotting
 
     names = registry.select(only)
     settings = settings or (QUICK if quick else FULL)
@@ -196,7 +196,7 @@ def run_bench(
 
 
 def _write(results: dict, out_dir: Path) -> None:
-    from app.bench.report import markdown
+    from app.bench.report.report import markdown
 
     (out_dir / "results.md").write_text(markdown(results), encoding="utf-8")
     (out_dir / "results.json").write_text(

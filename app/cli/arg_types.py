@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.core.generation_settings import MAX_SEED
+from app.core.presets.generation_settings import MAX_SEED
 
 MAX_ID = 2**63 - 1
 """SQLite row ids are signed 64-bit integers."""

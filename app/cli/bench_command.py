@@ -87,7 +87,7 @@ def _command_args(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table; exit code 1 when a measurement failed."""
     from app.bench.registry import select
-    from app.bench.report import markdown
+    from app.bench.report.report import markdown
     from app.bench.runner import run_bench
     from app.bench.settings import FULL, QUICK
 

@@ -14,8 +14,8 @@ import sys
 
 from app.cli import arg_types
 from app.core.errors import BudgetError
-from app.core.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
-from app.core.presets import VALID_TRIM_METHODS
+from app.core.presets.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
+from app.core.presets.presets import VALID_TRIM_METHODS
 
 
 def register(subcommands) -> None:
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the chat loop until stdin ends."""
     from app.cli.runtime import open_runtime
     from app.core.chat.conversation_session import ConversationSession
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
 
     runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
     store, engine = runtime.store, runtime.engine

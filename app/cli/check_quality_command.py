@@ -105,7 +105,7 @@ def _stop_on_interrupt(check):
 def run(args: argparse.Namespace) -> int:
     """Load the model, run the check, print and store the results."""
     from app.core.engine.engine import Engine
-    from app.core.engine.quality_run import start_quality_check
+    from app.core.engine.quality.quality_run import start_quality_check
     from app.core.quality.events import CellMeasured, QualityProgress
     from app.core.quality.plan import plan_check
     from app.core.quality.report_text import one_line, table

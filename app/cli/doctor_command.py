@@ -31,7 +31,7 @@ def aged_presets() -> dict:
     doctor is a checkup; `swapless presets` names the bad file).
     """
     from app.core.errors import SettingsError
-    from app.core.presets import all_presets, builtin_presets
+    from app.core.presets.presets import all_presets, builtin_presets
 
     try:
         presets = all_presets()
@@ -47,7 +47,7 @@ def aged_presets() -> dict:
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
     from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
-    from app.core.doctor import build_report, format_report
+    from app.core.doctor.doctor import build_report, format_report
     from app.core.memory.probe import MemoryProbe
     from app.core.settings import load_settings
 
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 def _quality(model_dir: Path) -> tuple[dict, list[str]]:
     """Stored quality results of the model and the presets they warn about."""
     from app.core.errors import StoreError
-    from app.core.model_identity import folder_identity
-    from app.core.presets import all_presets
+    from app.core.models.model_identity import folder_identity
+    from app.core.presets.presets import all_presets
     from app.core.quality.preset_quality import (
         doctor_lines,
         preset_quality,

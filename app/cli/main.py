@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if args.smoke_test:
-        from app.ui.smoke_test import run_smoke_test
+        from app.ui.checks.smoke_test import run_smoke_test
 
         return run_smoke_test()
     if args.soak is not None:
-        from app.ui.soak import run_soak
+        from app.ui.checks.soak import run_soak
 
         return run_soak(args.soak)
     if args.command is None:

@@ -14,7 +14,7 @@ import time
 from app.cli import arg_types
 
 # Plain data (no MLX import), so `swapless --help` stays fast.
-from app.core.engine.arch_configs import ARCHES
+from app.core.modelkit.arch_configs import ARCHES
 
 SHAPES = ("tiny", "small", "qwen05", "reference")
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return _reference(args)
     if args.train:
         raise ValueError("--train applies to --shape reference only")
-    from app.core.engine.model_builder import build_model
+    from app.core.modelkit.model_builder import build_model
 
     started = time.perf_counter()
     folder = build_model(
@@ -72,7 +72,7 @@ def _reference(args: argparse.Namespace) -> int:
         raise ValueError("the reference model is a float16 llama: drop --bits/--arch")
     started = time.perf_counter()
     if not args.train:
-        from app.core.engine.reference.install import install_reference_model
+        from app.core.modelkit.reference.install import install_reference_model
 
         folder = install_reference_model(args.folder)
         print(
@@ -87,14 +87,14 @@ def _reference(args: argparse.Namespace) -> int:
 def _train_reference(args: argparse.Namespace, started: float) -> int:
     from dataclasses import replace
 
-    from app.core.engine.reference import evaluation
-    from app.core.engine.reference.geometry import VOCAB_SIZE
-    from app.core.engine.reference.install import (
+    from app.core.modelkit.reference import evaluation
+    from app.core.modelkit.reference.geometry import VOCAB_SIZE
+    from app.core.modelkit.reference.install import (
         evaluate_folder,
         train_reference_model,
     )
-    from app.core.engine.reference.training import DEFAULT_RECIPE
-    from app.core.engine.tokenizer_training import train_tokenizer
+    from app.core.modelkit.reference.training import DEFAULT_RECIPE
+    from app.core.modelkit.tokenizer_training import train_tokenizer
 
     recipe = replace(DEFAULT_RECIPE, seed=args.seed)
     tokenizer = train_tokenizer(VOCAB_SIZE)

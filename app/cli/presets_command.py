@@ -19,7 +19,7 @@ def register(subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the presets."""
-    from app.core.presets import all_presets, builtin_presets
+    from app.core.presets.presets import all_presets, builtin_presets
 
     presets = all_presets()
     builtin = set(builtin_presets())

@@ -58,8 +58,8 @@ def open_runtime(
     model: str | None, *, conversation_id: int | None, say: Callable[[str], None]
 ) -> Runtime:
     """Open the store, pick the model (explicit, the conversation's, or the demo) and load it."""
-    from app.core.engine.demo_model import DEMO_NOTICE
     from app.core.engine.engine import Engine
+    from app.core.modelkit.demo_model import DEMO_NOTICE
 
     store = open_store(say)
     try:

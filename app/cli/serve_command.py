@@ -75,7 +75,7 @@ def _say(message: str) -> None:
 
 def server_config(args: argparse.Namespace):
     """The `ServerConfig` of the command line (checked before the model loads)."""
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
     from app.server.config import ServerConfig
 
     preset = get_preset(args.preset).with_changes(
@@ -93,8 +93,8 @@ def server_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
-    from app.core.engine.demo_model import DEMO_NOTICE
     from app.core.engine.engine import Engine
+    from app.core.modelkit.demo_model import DEMO_NOTICE
     from app.server.local_server import LocalServer
 
     config = server_config(args)

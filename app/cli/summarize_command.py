@@ -21,7 +21,7 @@ import signal
 import sys
 
 from app.cli import arg_types
-from app.core.longdoc.mode import MODES
+from app.core.longdoc.plan.mode import MODES
 
 EXIT_CANCELLED = 130
 
@@ -119,7 +119,7 @@ class ProgressBar:
         """Show a `ReadingProgress`."""
         if not self._enabled:
             return
-        from app.core.longdoc.plan_words import duration
+        from app.core.longdoc.plan.plan_words import duration
 
         if self._bar is None:
             from tqdm import tqdm
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         SegmentFinished,
         read_document,
     )
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
 
     # Cheap checks first: a bad file or preset is refused before the model loads.
     document = read_document(args.file)

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core import paths, private_files
 from app.core.budget.memory_budget import (
     DEFAULT_MEMORY_CAP_FRACTION,
     DEFAULT_RESERVE_BYTES,
@@ -25,8 +24,9 @@ from app.core.budget.memory_budget import (
     BudgetSettings,
 )
 from app.core.errors import SettingsError
+from app.core.files import paths, private_files
 from app.core.known_keys import reject_unknown_keys
-from app.core.presets import DEFAULT_PRESET
+from app.core.presets.presets import DEFAULT_PRESET
 
 GIB = 1024**3
 

@@ -23,15 +23,9 @@ from app.core.chat.conversation_session import MAX_TRIM_ROUNDS
 from app.core.chat.trimmer import TrimOutcome
 from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
-from app.core.generation_settings import KVSettings, SamplingSettings
-from app.core.presets import Preset
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.presets import Preset
 from app.core.trim.policy import Action
-from app.server.client_history import (
-    ClientHistory,
-    ModelView,
-    TrimRecords,
-    model_view,
-)
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
@@ -42,7 +36,13 @@ from app.server.history_trim import (
     measure_template,
     plan_for,
 )
-from app.server.openai_request import ChatRequest
+from app.server.openai_chat.client_history import (
+    ClientHistory,
+    ModelView,
+    TrimRecords,
+    model_view,
+)
+from app.server.openai_chat.openai_request import ChatRequest
 from app.server.stop_sequences import StopScanner
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from app.core.errors import SettingsError
-from app.core.presets import Preset
+from app.core.presets.presets import Preset
 from app.core.settings import DEFAULT_SERVER_PORT
 
 DEFAULT_HOST = "127.0.0.1"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import SUMMARY_MARGIN
 from app.core.chat.trimmer import Trimmer, TrimOutcome
-from app.core.presets import Preset
+from app.core.presets.presets import Preset
 from app.core.trim.policy import (
     MIN_SUMMARY_TOKENS,
     HistoryMessage,
@@ -26,13 +26,13 @@ from app.core.trim.policy import (
     TrimRequest,
     plan_trim,
 )
-from app.server.client_history import (
+from app.server.errors import ContextLengthExceeded
+from app.server.openai_chat.client_history import (
     ClientHistory,
     ModelView,
     TrimRecord,
     head_with_summary,
 )
-from app.server.errors import ContextLengthExceeded
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
 from app.server.events import Finished, TextDelta
-from app.server.openai_request import parse_chat_request
-from app.server.openai_response import (
+from app.server.openai_chat.openai_request import parse_chat_request
+from app.server.openai_chat.openai_response import (
     ChunkWriter,
     completion,
     completion_id,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.errors import KnownError, SettingsError
-from app.core.presets import Preset
+from app.core.presets.presets import Preset
 from app.server.completion import CompletionService
 from app.server.config import ServerConfig
 from app.server.http_app import ServerApp

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def setup_logging() -> None:
     """Log warnings and bugs (with tracebacks) to ``SWAPLESS_HOME/logs/swapless.log``."""
-    from app.core import paths, private_files
+    from app.core.files import paths, private_files
 
     root = logging.getLogger()
     if any(getattr(h, "_swapless", False) for h in root.handlers):
@@ -86,15 +86,15 @@ def run_app(argv: list[str] | None = None, model: Path | None = None) -> int:
 
     setup_logging()
     app = QApplication.instance() or QApplication(["swapless", *(argv or [])])
-    from app.ui.paint_check import painting_problem
+    from app.ui.checks.paint_check import painting_problem
 
     problem = painting_problem()
     if problem:
         print(f"swapless: error: {problem}", file=sys.stderr)
         log.error("not starting: %s", problem)
         return EXIT_CANNOT_START
-    from app.ui.error_reporting import ErrorReporter
-    from app.ui.garbage_collector import MainThreadGarbageCollector
+    from app.ui.common.error_reporting import ErrorReporter
+    from app.ui.common.garbage_collector import MainThreadGarbageCollector
 
     window = None
     reporter = ErrorReporter(lambda: window)
@@ -107,7 +107,7 @@ def run_app(argv: list[str] | None = None, model: Path | None = None) -> int:
     if model is not None:
         settings = settings.with_changes(last_model=str(model))
 
-    from app.ui.theme import apply_theme
+    from app.ui.common.theme import apply_theme
 
     apply_theme(app, settings.theme)
     from app.core.store import Store

@@ -35,31 +35,31 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import paths
+from app.core.files import paths
 from app.core.settings import AppSettings
 from app.ui import window_state
-from app.ui.background import TaskSet
-from app.ui.chat_view import ChatView
-from app.ui.composer_view import ComposerView
-from app.ui.context_meter_controller import ContextMeterController
-from app.ui.conversation_list_controller import ConversationListController
-from app.ui.conversation_list_view import ConversationListView
-from app.ui.current_conversation_controller import CurrentConversationController
-from app.ui.document_card_view import DocumentCardView
-from app.ui.document_controller import DocumentController
-from app.ui.model_controller import DEMO, ModelController
-from app.ui.model_picker_controller import ModelPickerController
-from app.ui.notices_controller import NoticesController
-from app.ui.preset_picker_controller import PresetPickerController
-from app.ui.quality_check_controller import QualityCheckController
-from app.ui.server_controller import ServerController
-from app.ui.settings_controller import SettingsController
-from app.ui.status_area_view import StatusAreaView
-from app.ui.theme import markdown_theme, refresh_style_sheets
-from app.ui.toast_view import ToastView
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.composer_view import ComposerView
+from app.ui.chat.current_conversation_controller import CurrentConversationController
+from app.ui.chat.turn_controller import TurnController
+from app.ui.common.background import TaskSet
+from app.ui.common.theme import markdown_theme, refresh_style_sheets
+from app.ui.conversations.conversation_list_controller import ConversationListController
+from app.ui.conversations.conversation_list_view import ConversationListView
+from app.ui.documents.document_card_view import DocumentCardView
+from app.ui.documents.document_controller import DocumentController
+from app.ui.models.model_controller import DEMO, ModelController
+from app.ui.models.model_picker_controller import ModelPickerController
+from app.ui.models.quality_check_controller import QualityCheckController
+from app.ui.models.welcome_view import WelcomeView
+from app.ui.presets.preset_picker_controller import PresetPickerController
+from app.ui.server.server_controller import ServerController
+from app.ui.settings.settings_controller import SettingsController
+from app.ui.status.context_meter_controller import ContextMeterController
+from app.ui.status.notices_controller import NoticesController
+from app.ui.status.status_area_view import StatusAreaView
+from app.ui.status.toast_view import ToastView
 from app.ui.toolbar_view import ToolbarView
-from app.ui.turn_controller import TurnController
-from app.ui.welcome_view import WelcomeView
 from app.ui.window_threads import WindowThreads
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.elided_label import ElidedLabel
+from app.ui.common.elided_label import ElidedLabel
 
 MODEL_PICKER_CHARS = 28
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from app.core import paths
+from app.core.files import paths
 
 FILE_NAME = "window-state.ini"
 

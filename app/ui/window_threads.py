@@ -23,9 +23,9 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QMainWindow
 
-from app.ui.document_worker import DocumentWorker
-from app.ui.generation_worker import GenerationWorker
-from app.ui.memory_sampler import MemorySampler
+from app.ui.chat.generation_worker import GenerationWorker
+from app.ui.documents.document_worker import DocumentWorker
+from app.ui.status.memory_sampler import MemorySampler
 
 log = logging.getLogger(__name__)
 

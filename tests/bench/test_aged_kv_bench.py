@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.bench import aged_kv
+from app.bench.parts.aged_kv import aged_kv
 from app.core.budget.aged_budget import aged_growing_bytes
 from app.core.budget.kv_budget import kv_bytes_at
 from app.core.budget.model_geometry import geometry_from_config

@@ -6,7 +6,7 @@ import json
 
 from app.bench.runner import run_bench
 from app.bench.settings import QUICK
-from app.core.engine import arch_configs
+from app.core.modelkit import arch_configs
 
 
 def test_a_row_per_architecture_with_reuse_trim_and_bytes(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.bench import fidelity
+from app.bench.parts import fidelity
 from app.bench.runner import run_bench
 from app.bench.settings import QUICK
 from app.core.quality.probes import ProbeSizes

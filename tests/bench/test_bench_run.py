@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.bench import prefix_cache
+from app.bench.parts import prefix_cache
 from app.bench.runner import REQUIRED_RATIOS, run_bench
 from app.bench.settings import QUICK
 from app.cli import bench_command

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench.context_speed import prefill_flops
+from app.bench.parts.context_speed import prefill_flops
 from app.bench.runner import run_bench
 from app.bench.settings import QUICK
 

@@ -1,4 +1,4 @@
-"""The seed's long-document experiment (`app.bench.long_document`) at a tiny size."""
+"""The seed's long-document experiment (`app.bench.parts.long_document`) at a tiny size."""
 
 from __future__ import annotations
 

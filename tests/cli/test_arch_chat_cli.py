@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from app.cli.main import build_parser
-from app.core.engine.arch_configs import ARCHES
+from app.core.modelkit.arch_configs import ARCHES
 
 LINES = "What is the capital of France?\nAnd of Germany?\nThanks. And Italy?\n"
 BOUNDED = {

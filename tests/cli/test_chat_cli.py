@@ -165,7 +165,7 @@ def test_auto_trim_off_refuses_on_stderr_and_exits_2(tiny_model_dir, swapless_ho
 
 
 def test_an_aged_preset_reports_its_tiers_in_json(tiny_model_dir, swapless_home):
-    from app.core.presets import get_preset, save_user_preset
+    from app.core.presets.presets import get_preset, save_user_preset
 
     save_user_preset(
         get_preset("chat").with_changes(

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from app.core.model_identity import folder_identity
+from app.core.models.model_identity import folder_identity
 from app.core.quality.cells import kv_cell
 from app.core.quality.events import QualityReport
 from app.core.quality.metrics import CellResult

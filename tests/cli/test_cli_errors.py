@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.core.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -83,7 +83,7 @@ def test_corpus_files_stop_where_the_trainer_stops(bundle_info, tmp_path):
 def test_corpus_matches_the_trainer(bundle_info):
     from pydoc_data.topics import topics
 
-    from app.core.engine import tokenizer_training
+    from app.core.modelkit import tokenizer_training
 
     chosen = bundle_info.corpus_files_to_bundle(
         tokenizer_training.corpus_files(),

@@ -7,7 +7,7 @@ import contextlib
 import pytest
 
 from app.core.engine.engine import Engine
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.server.config import ServerConfig
 from app.server.local_server import LocalServer
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from app.core.chat.model_messages import MERGED, SEPARATE
 from app.core.trim.extractive import HEADER
-from app.server.client_history import (
+from app.server.conversation_index import ConversationIndex, shared_prefix
+from app.server.openai_chat.client_history import (
     ClientHistory,
     TrimRecord,
     TrimRecords,
     model_view,
 )
-from app.server.conversation_index import ConversationIndex, shared_prefix
-from app.server.openai_request import ChatMessage
+from app.server.openai_chat.openai_request import ChatMessage
 
 SYSTEM = ChatMessage("system", "Be brief.")
 

@@ -10,7 +10,7 @@ from app.core.cancel import CancelToken
 from app.server.completion import CompletionService
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
-from app.server.openai_request import ChatMessage, ChatRequest
+from app.server.openai_chat.openai_request import ChatMessage, ChatRequest
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
 

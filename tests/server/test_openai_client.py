@@ -315,6 +315,6 @@ def test_stopping_the_server_mid_stream_ends_the_reply_at_once(serve, model_id, 
 
 
 def _greedy():
-    from app.core.generation_settings import KVSettings, SamplingSettings
+    from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
     return KVSettings(bits=16), SamplingSettings(temperature=0.0, max_tokens=2)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.server.errors import RequestError
-from app.server.openai_request import ChatMessage, parse_chat_request
+from app.server.openai_chat.openai_request import ChatMessage, parse_chat_request
 
 
 def body(**fields) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.errors import SettingsError
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.server.config import ServerConfig, is_loopback
 
 

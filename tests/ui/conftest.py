@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent
 
-from app.core.presets import Preset, get_preset
+from app.core.presets.presets import Preset, get_preset
 from app.core.settings import AppSettings
 from app.core.store import Store
-from app.ui.garbage_collector import MainThreadGarbageCollector
+from app.ui.common.garbage_collector import MainThreadGarbageCollector
 
 # The offscreen platform cannot resize, raise or move native windows and says so.
 OFFSCREEN_NOISE = "This plugin does not support"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from app.ui.responsiveness import measure_cold_start, measure_streaming_lateness
-from app.ui.smoke_test import run_smoke_test
+from app.ui.checks.responsiveness import measure_cold_start, measure_streaming_lateness
+from app.ui.checks.smoke_test import run_smoke_test
 
 
 def test_importing_the_application_is_cheap():
@@ -40,7 +40,7 @@ def test_cold_start_to_first_paint():
 
 
 def test_the_app_refuses_to_start_on_a_build_that_drops_none(qapp, monkeypatch, capsys):
-    import app.ui.paint_check as paint_check
+    import app.ui.checks.paint_check as paint_check
     from app.ui.application import EXIT_CANNOT_START, run_app
 
     counts = iter(range(100_000, 0, -1))

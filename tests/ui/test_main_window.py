@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QMessageBox
 
 from app.core.store import Store
 from app.ui.main_window import MainWindow
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.settings.settings_dialog import SettingsDialog
 
 HOSTILE = "<h1>Big</h1><img src='file:///etc/passwd'>"
 

@@ -16,7 +16,7 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
-from app.ui.paint_check import painting_problem
+from app.ui.checks.paint_check import painting_problem
 
 ITERATIONS = 2000
 # A sound build moves by a few dozen either way; a leaking one loses ~360 per paint.
@@ -26,7 +26,7 @@ NOISE = 100
 def test_painting_the_views_thousands_of_times_keeps_none_alive():
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     result = subprocess.run(
-        [sys.executable, "-m", "app.ui.paint_check", str(ITERATIONS)],
+        [sys.executable, "-m", "app.ui.checks.paint_check", str(ITERATIONS)],
         capture_output=True,
         text=True,
         env=env,

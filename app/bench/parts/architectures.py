@@ -28,9 +28,9 @@ from app.bench.context import SYSTEM_PROMPT, BenchContext, greedy, kv_settings
 from app.bench.results import PartResult, Row, yes_no
 from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
-from app.bench.texts import filler
 from app.core.budget import kv_bytes_at, read_geometry
 from app.core.budget.model_geometry import layer_summary
+from app.core.text.synthetic_text import filler
 
 NAME = "architectures"
 TITLE = "Every architecture: turn reuse, trims, KV bytes"
@@ -54,7 +54,7 @@ def available(ctx: BenchContext) -> str | None:
 
 def run(ctx: BenchContext) -> PartResult:
     """Build each architecture and measure it."""
-    from app.core.engine.arch_configs import ARCHES
+    from app.core.modelkit.arch_configs import ARCHES
 
     context, pairs = SIZES[bool(ctx.settings.quick)]
     root = Path(ctx.scratch or ctx.out_dir) / "architectures"
@@ -127,7 +127,7 @@ def _measure(
     ctx: BenchContext, root: Path, arch: str, context: int, pairs: int
 ) -> dict:
     from app.bench.runner import make_engine
-    from app.core.engine.model_builder import build_model
+    from app.core.modelkit.model_builder import build_model
 
     folder = root / arch
     if not (folder / "config.json").is_file():
@@ -185,7 +185,7 @@ def _reuse(engine, context: int, pairs: int) -> dict:
 
 
 def _trim(engine, context: int, repeats: int) -> dict:
-    from app.core.engine.conversation_cache import SpliceUnsupported
+    from app.core.engine.cache.conversation_cache import SpliceUnsupported
 
     kv = kv_settings(8)
     half = max(context // 2 - 64, 32)

@@ -19,8 +19,8 @@ is "as fast") are medians of the per-repetition pairs.
 
 from __future__ import annotations
 
-from app.bench import limits as machine_limits
 from app.bench.context import BenchContext, greedy, kv_settings
+from app.bench.parts import limits as machine_limits
 from app.bench.results import PartResult, Row
 from app.bench.settings import KV_BITS
 from app.bench.stats import summarize

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
 
     from app.core.chat.conversation_session import ConversationSession
     from app.core.engine.engine import Engine
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
     from app.core.store import Store
 
     config = json.loads(argv[0])

@@ -47,7 +47,7 @@ SUMMARY_MAX_TOKENS = 128
 
 def available(ctx: BenchContext) -> str | None:
     """Available when the committed reference model is in this installation."""
-    from app.core.engine.reference.install import MODEL_FILES, committed_folder
+    from app.core.modelkit.reference.install import MODEL_FILES, committed_folder
 
     folder = committed_folder()
     if not all((folder / name).is_file() for name in MODEL_FILES):
@@ -57,7 +57,7 @@ def available(ctx: BenchContext) -> str | None:
 
 def _reference_engine(ctx: BenchContext):
     from app.bench.runner import make_engine
-    from app.core.engine.reference.install import install_reference_model
+    from app.core.modelkit.reference.install import install_reference_model
 
     scratch = Path(ctx.scratch or ctx.out_dir) / "fidelity"
     folder = scratch / "reference-model"
@@ -70,7 +70,7 @@ def _reference_engine(ctx: BenchContext):
 
 def run(ctx: BenchContext) -> PartResult:
     """Measure every cell on the reference model, plus summaries of dropped facts."""
-    from app.core.engine.quality_run import start_quality_check
+    from app.core.engine.quality.quality_run import start_quality_check
     from app.core.quality.plan import plan_check
 
     if ctx.scratch is None and ctx.out_dir is None:
@@ -95,7 +95,7 @@ def _dropped_fact_recall(engine, sizes: ProbeSizes) -> dict:
     """Recall of the dropped turn's fact through an extractive and a model summary."""
     from app.core.chat.model_messages import build_messages, summary_style
     from app.core.chat.trimmer import Trimmer
-    from app.core.engine.quality_scoring import ChatRenderer
+    from app.core.engine.quality.quality_scoring import ChatRenderer
     from app.core.quality.probes import build_probes
 
     loaded = engine.submit(engine._require_model).result()
@@ -139,14 +139,14 @@ def _dropped_fact_recall(engine, sizes: ProbeSizes) -> dict:
 
 
 def _full_precision():
-    from app.core.generation_settings import KVSettings
+    from app.core.presets.generation_settings import KVSettings
 
     return KVSettings(bits=16)
 
 
 def _answers(loaded, chat, messages, question, answer) -> bool:
     """Greedy recall of ``answer`` after ``messages`` (engine thread)."""
-    from app.core.engine import quality_scoring as scoring
+    from app.core.engine.quality import quality_scoring as scoring
 
     asked = chat.question(messages, question, answer)
     cache = scoring.new_cache(loaded.model, scoring.FULL_PRECISION)
@@ -267,9 +267,9 @@ def draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
     ]
     if not points:
         return False
-    from app.bench.plots import _pyplot
+    from app.bench.report.pyplot import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     hits, total = figures["reference_recall"]
     full = figures["full_precision_bytes_per_token"] * figures["bytes_at_tokens"]
     fig, ax = plt.subplots(figsize=(7.5, 4.5))

@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from app.bench.context import BenchContext
-from app.bench.conversation_worker import MARKER
+from app.bench.parts.conversation_worker import MARKER
 from app.bench.results import PartResult, Row
-from app.core.presets import MAX_CONTEXT
+from app.core.presets.presets import MAX_CONTEXT
 
 NAME = "long_conversation"
 TITLE = "Long conversation: auto-trim on vs off"
@@ -43,7 +43,12 @@ class _Worker:
         env = dict(os.environ, SWAPLESS_HOME=str(home))
         self._log = log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.bench.conversation_worker", json.dumps(config)],
+            [
+                sys.executable,
+                "-m",
+                "app.bench.parts.conversation_worker",
+                json.dumps(config),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

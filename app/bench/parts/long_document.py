@@ -78,7 +78,7 @@ def _document(ctx: BenchContext, tokens: int):
 
 
 def _preset(bits: int, segment_tokens: int):
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
 
     return get_preset("long-document").with_changes(
         kv_bits=bits,
@@ -94,8 +94,8 @@ def _preset(bits: int, segment_tokens: int):
 def _read_whole(ctx: BenchContext, document, bits: int) -> dict:
     """Read the whole-document prompt in sixths, measuring at each mark."""
     from app.core.errors import KnownError
+    from app.core.longdoc.plan.speed import PrefillSample, fit_speed
     from app.core.longdoc.prompts import whole_messages
-    from app.core.longdoc.speed import PrefillSample, fit_speed
 
     s, engine = ctx.settings, ctx.engine
     preset = _preset(bits, s.longdoc_tokens)
@@ -175,7 +175,7 @@ def _read_segments(ctx: BenchContext, document) -> dict:
     """Read the document in segments at 4-bit with the app's runner."""
     from app.core.longdoc import LongDocumentRunner, RunFinished, SegmentFinished
     from app.core.longdoc.events import RunStarted
-    from app.core.longdoc.speed import SpeedRecord
+    from app.core.longdoc.plan.speed import SpeedRecord
     from app.core.store import Store
 
     s = ctx.settings

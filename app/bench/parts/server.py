@@ -53,7 +53,7 @@ def available(ctx: BenchContext) -> str | None:
 
 
 def _start_server(ctx: BenchContext):
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
     from app.server.config import ServerConfig
     from app.server.local_server import LocalServer
 

@@ -26,7 +26,7 @@ from app.bench.results import PartResult, Row, yes_no
 from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
 from app.core.chat.model_messages import build_messages, summary_style
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.core.token_ids import common_prefix_length
 from app.core.trim.extractive import extractive_summary
 
@@ -112,7 +112,7 @@ def _measure(loaded, sc: dict, pairs: int, kl_steps: int) -> dict:
     """Time splice/rebuild pairs and compare next-token distributions (engine thread)."""
     import mlx.core as mx
 
-    from app.core.engine.conversation_cache import ConversationCache
+    from app.core.engine.cache.conversation_cache import ConversationCache
     from app.core.engine.generation import prefill_only
 
     kv = sc["kv"]

@@ -1,6 +1,6 @@
 """UI responsiveness: event-loop lateness while a reply streams, and cold start.
 
-Calls `app.ui.responsiveness` (written with the window code) in a subprocess with
+Calls `app.ui.checks.responsiveness` (written with the window code) in a subprocess with
 ``QT_QPA_PLATFORM=offscreen``, so Qt never loads into the benchmark process and the
 engine there stays the only MLX user. The subprocess prints one marked JSON line.
 
@@ -15,14 +15,12 @@ import ast
 import importlib.util
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 from app.bench.context import BenchContext
 from app.bench.results import PartResult, Row
-from app.bench.texts import sentence
 
 NAME = "ui"
 TITLE = "UI: event-loop lateness while streaming, cold start to first paint"
@@ -39,7 +37,7 @@ MARKDOWN_STREAM_FACTOR = 2
 
 _SCRIPT = """
 import json, sys
-from app.ui.responsiveness import (
+from app.ui.checks.responsiveness import (
     measure_cold_start, measure_markdown_streaming_lateness, measure_streaming_lateness
 )
 lateness = measure_streaming_lateness(sys.argv[1], float(sys.argv[2]))
@@ -50,79 +48,6 @@ print({marker!r} + json.dumps(
 ), flush=True)
 """
 
-_CODE = (
-    (
-        "python",
-        "def step_{n}(tokens, limit={n}):",
-        "    kept = tokens[-limit:]",
-        "    return kept",
-    ),
-    (
-        "bash",
-        "# step {n}",
-        "pip install --upgrade mlx-lm=={n}.0",
-        "swapless run --preset chat",
-    ),
-    (
-        "json",
-        "{{",
-        '  "preset": "chat", "kv_bits": {n},',
-        '  "max_context": 8192',
-        "}}",
-    ),
-)
-
-
-def long_markdown_reply(chars: int, seed: int = 0) -> str:
-    """A Markdown reply of at least ``chars`` characters, like a long model answer.
-
-    Headings, paragraphs with inline markup and links, bullet and numbered lists, fenced
-    code, tables and quotes, drawn with a seeded generator (same seed, same text).
-    """
-    rng = random.Random(seed)
-    parts: list[str] = []
-    size = 0
-    section = 0
-    while size < chars:
-        kind = rng.random()
-        if kind < 0.08:
-            section += 1
-            part = f"## {section}. {sentence(rng).rstrip('.')}"
-        elif kind < 0.45:
-            words = " ".join(sentence(rng) for _ in range(rng.randint(2, 5))).split()
-            for _ in range(3):
-                i = rng.randrange(len(words))
-                words[i] = rng.choice(
-                    (f"**{words[i]}**", f"`{words[i]}`", f"*{words[i]}*")
-                )
-            words.append(f"See [the notes](https://example.com/notes/{section}).")
-            part = " ".join(words)
-        elif kind < 0.62:
-            marker = "-" if rng.random() < 0.6 else None
-            part = "\n".join(
-                f"{marker or f'{i + 1}.'} {sentence(rng)}"
-                for i in range(rng.randint(3, 8))
-            )
-        elif kind < 0.78:
-            language, *lines = rng.choice(_CODE)
-            body = "\n".join(
-                line.format(n=rng.randint(1, 99))
-                for _ in range(rng.randint(2, 8))
-                for line in lines
-            )
-            part = f"```{language}\n{body}\n```"
-        elif kind < 0.9:
-            rows = "\n".join(
-                f"| {sentence(rng)[:24]} | {rng.randint(1, 64)} | {rng.random():.2f} |"
-                for _ in range(rng.randint(3, 8))
-            )
-            part = f"| Step | Tokens | Share |\n|:--|--:|--:|\n{rows}"
-        else:
-            part = "\n".join(f"> {sentence(rng)}" for _ in range(rng.randint(1, 3)))
-        parts.append(part)
-        size += len(part) + 2
-    return "\n\n".join(parts) + "\n"
-
 
 def _functions(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -130,15 +55,15 @@ def _functions(path: Path) -> set[str]:
 
 
 def available(ctx: BenchContext) -> str | None:
-    """Available once `app.ui.responsiveness` has both measures (checked without Qt)."""
+    """Available once `app.ui.checks.responsiveness` has both measures (checked without Qt)."""
     if getattr(sys, "frozen", False):
         return "needs a source checkout: a frozen app cannot start Python workers"
-    spec = importlib.util.find_spec("app.ui.responsiveness")
+    spec = importlib.util.find_spec("app.ui.checks.responsiveness")
     if spec is None or spec.origin is None:
-        return "not available in this build: app/ui/responsiveness.py is missing"
+        return "not available in this build: app/ui/checks/responsiveness.py is missing"
     missing = [n for n in NEEDED if n not in _functions(Path(spec.origin))]
     if missing:
-        return f"not available in this build: app.ui.responsiveness lacks {', '.join(missing)}"
+        return f"not available in this build: app.ui.checks.responsiveness lacks {', '.join(missing)}"
     if importlib.util.find_spec("PySide6") is None:
         return "PySide6 is not installed"
     return None

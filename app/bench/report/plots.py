@@ -14,6 +14,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from app.bench.report.pyplot import pyplot
+
 MIB = 2**20
 COLOURS = {
     "on": "#1f77b4",
@@ -22,15 +24,6 @@ COLOURS = {
     "8": "#1f77b4",
     "4": "#9467bd",
 }
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _integer_locator():
@@ -59,7 +52,7 @@ def draw_memory_vs_turns(results: dict, path: Path) -> bool:
     part = _part(results, "long_conversation")
     if part is None:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     per_turn = part["figures"]["per_turn"]
     summary = part["figures"]["summary"]
     fig, axes = plt.subplots(3, 1, figsize=(7.5, 8), sharex=True)
@@ -113,7 +106,7 @@ def draw_tps_vs_context(results: dict, path: Path) -> bool:
     part = _part(results, "context_speed")
     if part is None:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     figures = part["figures"]
     contexts = figures["contexts"]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -151,7 +144,7 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
     figures = part and part.get("figures", {})
     if not figures or "segmented" not in figures:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(6.5, 6.5), sharex=True)
     series = []
     for bits, reading in figures["whole"].items():
@@ -211,13 +204,13 @@ def draw_longdoc_memory(results: dict, path: Path) -> bool:
 
 
 def _draw_aged_kv(results: dict, path: Path) -> bool:
-    from app.bench.aged_kv_plot import draw_recall_vs_bytes
+    from app.bench.parts.aged_kv.aged_kv_plot import draw_recall_vs_bytes
 
     return draw_recall_vs_bytes(results, path)
 
 
 def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
-    from app.bench.fidelity import draw_recall_vs_kv_bytes
+    from app.bench.parts.fidelity import draw_recall_vs_kv_bytes
 
     return draw_recall_vs_kv_bytes(results, path)
 
@@ -234,7 +227,7 @@ PLOTS = {
 def draw_all(results: dict, out_dir: Path, log: Callable[[str], None]) -> list[str]:
     """Draw every plot whose data is in ``results``; return the file names written."""
     try:
-        _pyplot()
+        pyplot()
     except ImportError:
         log(
             "matplotlib is missing, so no plots were drawn "

@@ -1,10 +1,10 @@
 """Bytes of an aged KV cache (precision tiers by age), exactly as the engine allocates them.
 
-An aged cache (`app.core.generation_settings.KVAging`) keeps the newest tokens of every
+An aged cache (`app.core.presets.generation_settings.KVAging`) keeps the newest tokens of every
 full-attention layer at the activation dtype, an optional band of older ones at a middle
 precision and the rest at a floor. Its bytes are not a per-token constant, so the budget
 counts them tier by tier, from the same rules the cache follows
-(`app.core.engine.aged_cache`):
+(`app.core.engine.cache.aged_cache`):
 
 * tokens arrive in the first tier (the recent one, or the band or the floor when the
   tiers before it are empty); once a tier holds a whole block more than its size, its
@@ -39,7 +39,7 @@ from app.core.budget.kv_budget import (
 from app.core.budget.layers import LayerCache, LayerKind
 from app.core.budget.memory_budget import BudgetSettings, memory_budget_bytes
 from app.core.budget.model_geometry import ModelGeometry
-from app.core.generation_settings import KVAging
+from app.core.presets.generation_settings import KVAging
 
 RECENT = "recent"
 BAND = "band"

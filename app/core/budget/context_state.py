@@ -190,7 +190,7 @@ def context_state(
 
     Args:
         conversation_id: The conversation.
-        preset: Its preset (`app.core.presets.Preset`).
+        preset: Its preset (`app.core.presets.presets.Preset`).
         limit: The effective limit (see `effective_limit`).
         cached_tokens: Tokens its live cache holds (0 when it has none).
         cached_kv_bytes: Bytes that cache holds.

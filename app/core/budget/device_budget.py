@@ -33,7 +33,7 @@ from app.core.budget.memory_budget import (
     max_safe_context,
 )
 from app.core.budget.model_geometry import ModelGeometry
-from app.core.generation_settings import KVAging
+from app.core.presets.generation_settings import KVAging
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ attention, SSM) cost the same at any length once used.
 
 Bounded layers (sliding and state) cannot always drop their newest tokens, so the engine
 keeps up to `STATE_CHECKPOINTS` copies of them at message boundaries for turn reuse and
-trims (`app.core.engine.cache_checkpoints`). Those copies are part of the fixed bytes
+trims (`app.core.engine.cache.cache_checkpoints`). Those copies are part of the fixed bytes
 the budget sets aside (`fixed_kv_bytes`).
 """
 

@@ -20,7 +20,7 @@ from app.core.budget.kv_budget import (
 )
 from app.core.budget.layers import LayerCache, LayerKind
 from app.core.budget.model_geometry import ModelGeometry
-from app.core.generation_settings import KVAging
+from app.core.presets.generation_settings import KVAging
 
 KIND_LABELS = {
     LayerKind.FULL: "full attention",

@@ -4,7 +4,7 @@ The doctor judges a model from its folder alone, before anything is loaded, so i
 cannot ask MLX which backend it has. Apple Silicon Macs run MLX on Metal (weights stay
 as stored, activations in the model's dtype); everywhere else the CPU backend is used,
 where the engine dequantizes weights and computes in float32 (see
-`app.core.engine.backend`).
+`app.core.engine.cpu.backend`).
 """
 
 from __future__ import annotations

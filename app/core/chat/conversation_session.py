@@ -24,7 +24,7 @@ from app.core.chat.turn_events import ChatTurn, Trimmed, TrimStarted, TurnFinish
 from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
-from app.core.presets import Preset, preset_from_dict
+from app.core.presets.presets import Preset, preset_from_dict
 from app.core.store import Store
 from app.core.store.records import Message, ModelContext
 from app.core.store.reply_saver import ReplySaver

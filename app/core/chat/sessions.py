@@ -17,7 +17,7 @@ from collections.abc import Callable
 from app.core.budget.context_state import ContextState, context_state, effective_limit
 from app.core.chat.conversation_session import ConversationSession, save_preset
 from app.core.errors import KnownError, SettingsError
-from app.core.presets import Preset, get_preset
+from app.core.presets.presets import Preset, get_preset
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages
 from app.core.engine.events import GenerationEvent
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.token_ids import common_prefix_length
 from app.core.trim.extractive import HEADER, extractive_summary
 
@@ -152,7 +152,7 @@ class Trimmer:
             new_messages: System prompt + summary + kept messages.
             head_count: How many of ``new_messages`` precede the kept ones.
         """
-        from app.core.engine.conversation_cache import SpliceUnsupported
+        from app.core.engine.cache.conversation_cache import SpliceUnsupported
 
         cached = self.engine.cached_token_ids(self.cache_key)
         if not cached:

@@ -36,9 +36,9 @@ from app.core.budget.model_config import load_config
 from app.core.budget.model_geometry import ModelGeometry, layer_summary, read_geometry
 from app.core.budget.weights import read_weights
 from app.core.budget.weights_check import check_layers_present
-from app.core.doctor_aged import aged_section, format_aged
-from app.core.generation_settings import KVAging
+from app.core.doctor.doctor_aged import aged_section, format_aged
 from app.core.memory.snapshot import MemorySnapshot
+from app.core.presets.generation_settings import KVAging
 
 PRECISIONS = (16, 8, 4)
 """KV bits reported; 16 means unquantized (the activation dtype)."""

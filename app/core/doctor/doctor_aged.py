@@ -1,6 +1,6 @@
 """The doctor's section on aged KV caches: bytes per tier and the context that fits.
 
-An aged cache (`app.core.generation_settings.KVAging`) has no single bytes-per-token
+An aged cache (`app.core.presets.generation_settings.KVAging`) has no single bytes-per-token
 figure: its newest tokens cost the activation dtype, a band costs its bits, the oldest
 cost the floor's. For every preset that ages its cache the doctor shows, at the usual
 context lengths, the bytes of each tier and their total (exact, from
@@ -17,7 +17,7 @@ from app.core.budget.aged_budget import aged_kv_bytes_at, aged_max_safe_context
 from app.core.budget.aged_budget import aged_tier_bytes as tier_bytes
 from app.core.budget.memory_budget import BudgetSettings
 from app.core.budget.model_geometry import ModelGeometry
-from app.core.generation_settings import KVAging
+from app.core.presets.generation_settings import KVAging
 
 
 def aged_section(

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from app.core.cancel import CancelToken
-from app.core.engine import prefix_reuse
-from app.core.engine.cache_registry import CacheRegistry
+from app.core.engine.cache import prefix_reuse
+from app.core.engine.cache.cache_registry import CacheRegistry
 from app.core.engine.engine_thread import EngineThread
 from app.core.engine.events import ModelInfo
 from app.core.engine.prompt_tokenizer import PromptTokenizer
@@ -29,7 +29,7 @@ from app.core.engine.turn_handle import (
     TurnHandle,
 )
 from app.core.errors import KnownError
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 __all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Engine(EngineThread):
         The prefix cache itself is created later, on the engine thread: its module
         imports MLX, which must not happen on a UI thread.
         """
-        from app.core.engine.prefix_cache_settings import PrefixCacheSettings
+        from app.core.engine.cache.prefix_cache_settings import PrefixCacheSettings
 
         if settings is None:
             from app.core.settings import load_settings
@@ -100,7 +100,7 @@ class Engine(EngineThread):
 
     def load_demo(self) -> ModelInfo:
         """Build the demo model on first use (on the engine thread), then load it."""
-        from app.core.engine.demo_model import ensure_demo_model
+        from app.core.modelkit.demo_model import ensure_demo_model
 
         # Building writes MLX arrays, so it runs on the engine thread like all MLX work.
         folder = self.submit(ensure_demo_model).result()
@@ -133,7 +133,7 @@ class Engine(EngineThread):
     def prefix_cache(self):
         """The shared prefix (KV) cache; created on first use."""
         if self._prefix_cache is None:
-            from app.core.engine.prefix_cache import PrefixCache
+            from app.core.engine.cache.prefix_cache import PrefixCache
 
             self._prefix_cache = PrefixCache(self._prefix_cache_settings)
         return self._prefix_cache
@@ -469,7 +469,7 @@ class Engine(EngineThread):
         return handle
 
     def _run_side(self, key, prompt_ids, kv, sampling, handle, started) -> None:
-        from app.core.engine.conversation_cache import common_prefix_length
+        from app.core.engine.cache.conversation_cache import common_prefix_length
 
         cache = self._caches.get(key)
         shared = common_prefix_length(cache.token_ids, prompt_ids) if cache else 0

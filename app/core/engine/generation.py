@@ -24,10 +24,13 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from app.core.engine.conversation_cache import ConversationCache, common_prefix_length
+from app.core.engine.cache.conversation_cache import (
+    ConversationCache,
+    common_prefix_length,
+)
 from app.core.engine.events import GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 # Smaller than mlx-lm's 2048 so a cancel during a long prefill is noticed within
 # about a second on a laptop CPU, at no measurable cost in throughput.

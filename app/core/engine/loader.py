@@ -17,10 +17,10 @@ from typing import Any
 import mlx.nn as nn
 
 from app.core.budget.weights_check import check_layers_present, shorten
-from app.core.engine import backend
+from app.core.engine.cpu import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import ModelLoadError
-from app.core.model_identity import model_identity  # re-exported for the engine
+from app.core.models.model_identity import model_identity  # re-exported for the engine
 
 # A module name under mlx_lm.models: nothing that could reach outside it.
 _MODEL_TYPE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -27,10 +27,10 @@ from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
 from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.budget.weights_check import check_layers_present
-from app.core.engine import backend
+from app.core.engine.cpu import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import BudgetError, ModelLoadError
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 
 # The most compact KV precisions first: a model refused at these cannot run at all.
 COMPACT_FIRST = ((4, 128), (4, 64), (4, 32), (8, 32), (16, 64))

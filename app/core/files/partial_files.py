@@ -15,8 +15,8 @@ import logging
 import re
 from pathlib import Path
 
-from app.core import process_identity
-from app.core.process_identity import ProcessIdentity
+from app.core.files import process_identity
+from app.core.files.process_identity import ProcessIdentity
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from app.core import partial_files, private_files
+from app.core.files import partial_files, private_files
 
 HOME_ENV = "SWAPLESS_HOME"
 APP_NAME = "Swapless"

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from app.core import partial_files
+from app.core.files import partial_files
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from app.core.longdoc.events import (
     SegmentFinished,
     SegmentStarted,
 )
-from app.core.longdoc.mode import COMFORT_SHARE, MODES, ContextNeeds, ModeChoice
-from app.core.longdoc.planning import Planner, RunPlan
-from app.core.longdoc.reader import DocumentText, read_document
+from app.core.longdoc.plan.mode import COMFORT_SHARE, MODES, ContextNeeds, ModeChoice
+from app.core.longdoc.plan.planning import Planner, RunPlan
+from app.core.longdoc.reading.reader import DocumentText, read_document
 from app.core.longdoc.runner import LongDocumentRunner
 from app.core.longdoc.segmenter import Segment, split_segments, truncate_to_tokens
 

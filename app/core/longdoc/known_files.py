@@ -15,7 +15,7 @@ import logging
 import threading
 from pathlib import Path
 
-from app.core import paths, private_files
+from app.core.files import paths, private_files
 
 log = logging.getLogger(__name__)
 

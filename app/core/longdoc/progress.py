@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.core.longdoc.events import ReadingProgress
-from app.core.longdoc.planning import JOIN_SLACK, RunPlan
+from app.core.longdoc.plan.planning import JOIN_SLACK, RunPlan
 
 
 class ProgressTracker:

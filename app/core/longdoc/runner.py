@@ -40,21 +40,21 @@ from app.core.longdoc.events import (
     SegmentStarted,
 )
 from app.core.longdoc.known_files import remember_file
-from app.core.longdoc.planning import JOIN_SLACK, Planner, RunPlan
+from app.core.longdoc.plan.planning import JOIN_SLACK, Planner, RunPlan
+from app.core.longdoc.plan.sizing import KVSizing
+from app.core.longdoc.plan.speed import SpeedRecord, remember_step
 from app.core.longdoc.progress import ProgressTracker
 from app.core.longdoc.prompts import (
     answer_messages,
     segment_messages,
     whole_messages,
 )
-from app.core.longdoc.reader import DocumentText
+from app.core.longdoc.reading.reader import DocumentText
 from app.core.longdoc.resume import find_resumable_reading, record_reading
 from app.core.longdoc.segmenter import Segment, segment_texts, truncate_to_tokens
-from app.core.longdoc.sizing import KVSizing
 from app.core.longdoc.sources import find_sources, sources_text
-from app.core.longdoc.speed import SpeedRecord, remember_step
 from app.core.longdoc.steps import follow_step, run_step
-from app.core.presets import Preset
+from app.core.presets.presets import Preset
 from app.core.store import ReplySaver, Store
 
 __all__ = ["JOIN_SLACK", "Event", "LongDocumentRunner", "RunPlan"]

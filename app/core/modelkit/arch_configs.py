@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.core.engine.model_builder import Shape
+    from app.core.modelkit.shapes import Shape
 
 # Layer kinds of a block, in HF's own words where a config spells them out.
 FULL = "full_attention"

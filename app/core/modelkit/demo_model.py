@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from app.core import paths
+from app.core.files import paths
 
 DEMO_NOTICE = (
     "Using the demo model: a tiny model with random weights built on this machine, so its "
@@ -36,7 +36,7 @@ def ensure_demo_model() -> Path:
     """Return the demo model folder, building it first if it is missing or incomplete."""
     folder = paths.demo_model_dir()
     if not is_complete(folder):
-        from app.core.engine.model_builder import build_model
+        from app.core.modelkit.model_builder import build_model
 
         build_model(folder, shape="tiny", bits=16, seed=0)
     return folder

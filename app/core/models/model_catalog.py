@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
 from app.core.budget.memory_budget import BudgetSettings, check_model_fits
 from app.core.errors import KnownError
+from app.core.files import paths
 from app.core.memory.snapshot import MemorySnapshot
 
 SOURCE_SWAPLESS = "swapless"
@@ -297,7 +297,7 @@ def assess(
     """
     from app.core.budget.model_config import load_config
     from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
-    from app.core.doctor import build_report
+    from app.core.doctor.doctor import build_report
 
     profile = runtime_profile()
     act = act_dtype_bytes if act_dtype_bytes is not None else profile.act_dtype_bytes

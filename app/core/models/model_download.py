@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core import paths
 from app.core.errors import InputError, KnownError
-from app.core.model_catalog import is_model_folder
+from app.core.files import paths
+from app.core.models.model_catalog import is_model_folder
 
 # What mlx-lm reads: config, weights, tokenizer and chat template; never PyTorch/GGUF.
 ALLOW_PATTERNS = [

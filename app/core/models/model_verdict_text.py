@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from app.core.model_catalog import LocalModel, ModelVerdict, format_tokens
+from app.core.models.model_catalog import LocalModel, ModelVerdict, format_tokens
 from app.core.text.display_numbers import format_bytes
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import SettingsError
-from app.core.presets import (
+from app.core.presets.presets import (
     VALUE_RANGES,
     Preset,
     preset_from_dict,

@@ -16,9 +16,10 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core import partial_files, paths, private_files
 from app.core.errors import SettingsError
-from app.core.generation_settings import (
+from app.core.files import partial_files, paths, private_files
+from app.core.known_keys import reject_unknown_keys
+from app.core.presets.generation_settings import (
     DEFAULT_AGE_BLOCK,
     TIER_BITS,
     VALID_AGE_BLOCKS,
@@ -28,7 +29,6 @@ from app.core.generation_settings import (
     KVSettings,
     SamplingSettings,
 )
-from app.core.known_keys import reject_unknown_keys
 
 DEFAULT_PRESET = "chat"
 VALID_TRIM_METHODS = ("splice", "rebuild")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.core.generation_settings import VALID_KV_GROUPS, KVAging, KVSettings
+from app.core.presets.generation_settings import VALID_KV_GROUPS, KVAging, KVSettings
 
 KV = "kv"
 TRIM = "trim"

@@ -51,14 +51,14 @@ class CheckPlan:
 
 def preset_precisions() -> list[tuple[int, int]]:
     """``(bits, group)`` of every built-in and user preset."""
-    from app.core.presets import all_presets
+    from app.core.presets.presets import all_presets
 
     return sorted({(p.kv_bits, p.kv_group) for p in all_presets().values()})
 
 
 def preset_agings() -> list[tuple]:
     """``(KVAging, group)`` of every built-in and user preset whose KV precision ages."""
-    from app.core.presets import all_presets
+    from app.core.presets.presets import all_presets
 
     found = set()
     for preset in all_presets().values():

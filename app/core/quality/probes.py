@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core import paths
+from app.core.files import paths
 from app.core.quality import recall_tasks
 from app.core.quality.recall_tasks import RecallTask
 

@@ -7,7 +7,7 @@ Rows come back as the frozen dataclasses re-exported here.
 
 from app.core.store.base import NotFoundError
 from app.core.store.conversations import UNCHANGED, make_title
-from app.core.store.export import FORMAT, FORMAT_VERSION
+from app.core.store.exchange.export import FORMAT, FORMAT_VERSION
 from app.core.store.migrations import SCHEMA_VERSION
 from app.core.store.records import (
     Conversation,

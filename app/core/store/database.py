@@ -23,8 +23,8 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from app.core import private_files
 from app.core.errors import StoreError
+from app.core.files import private_files
 from app.core.store import locking, migrations
 
 logger = logging.getLogger(__name__)

@@ -14,13 +14,13 @@ from types import TracebackType
 
 from sqlite_utils import Database
 
-from app.core import paths
 from app.core.errors import StoreError
+from app.core.files import paths
 from app.core.store.conversations import ConversationsMixin
 from app.core.store.database import open_database
 from app.core.store.documents import DocumentsMixin
-from app.core.store.export import ExportMixin
-from app.core.store.json_import import ImportMixin
+from app.core.store.exchange.export import ExportMixin
+from app.core.store.exchange.json_import import ImportMixin
 from app.core.store.messages import MessagesMixin
 from app.core.store.migrations import schema_version
 from app.core.store.quality_results import QualityResultsMixin

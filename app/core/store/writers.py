@@ -17,8 +17,8 @@ import threading
 
 from sqlite_utils import Database
 
-from app.core import process_identity
-from app.core.process_identity import ProcessIdentity
+from app.core.files import process_identity
+from app.core.files.process_identity import ProcessIdentity
 from app.core.store.base import StoreBase
 from app.core.store.records import format_time, utc_now
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from app.core.chat.model_messages import MERGED, summary_text
-from app.server.openai_request import ChatMessage
+from app.server.openai_chat.openai_request import ChatMessage
 
 # Summaries kept (a few KB each); the oldest unused ones go first.
 MAX_TRIM_RECORDS = 512

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
-from app.ui.message_view import MessageView, TrimCardView
-from app.ui.throttle import Throttle
+from app.ui.chat.message_view import MessageView, TrimCardView
+from app.ui.common.throttle import Throttle
 
 THINKING = "Thinking…"
 """The live reply's status line until something else is known."""

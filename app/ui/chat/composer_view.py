@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.sending_text_edit import SendingTextEdit
+from app.ui.chat.sending_text_edit import SendingTextEdit
 
 MAX_VISIBLE_LINES = 8
 PLACEHOLDER = "Message the model…   (Enter sends, Shift+Enter adds a line)"

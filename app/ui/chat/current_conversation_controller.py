@@ -16,9 +16,9 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.core.errors import KnownError, SettingsError
-from app.core.presets import Preset, get_preset, preset_from_dict
-from app.ui.conversation_list_view import UNTITLED
-from app.ui.dialogs import show_error, show_failure
+from app.core.presets.presets import Preset, get_preset, preset_from_dict
+from app.ui.common.dialogs import show_error, show_failure
+from app.ui.conversations.conversation_list_view import UNTITLED
 
 log = logging.getLogger(__name__)
 

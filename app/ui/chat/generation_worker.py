@@ -27,8 +27,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core.cancel import CancelToken
 from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
-from app.core.presets import Preset
-from app.ui.worker_support import WorkerError, park_on_main_thread, worker_error
+from app.core.presets.presets import Preset
+from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class GenerationWorker(QObject):
         """Give the engine's prefix cache the user's disk cap (on the engine thread)."""
         if self._prefix_configured or not hasattr(self.engine, "prefix_cache"):
             return
-        from app.core.engine.prefix_cache_settings import PrefixCacheSettings
+        from app.core.engine.cache.prefix_cache_settings import PrefixCacheSettings
 
         cap = self._settings.prefix_cache_disk_cap_bytes
         self.engine.set_prefix_cache_settings(PrefixCacheSettings(disk_cap_bytes=cap))

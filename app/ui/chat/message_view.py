@@ -26,9 +26,9 @@ from app.core.notice_words import trim_card_title
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
-from app.ui.rich_text_view import RichTextView
-from app.ui.sending_text_edit import SendingTextEdit
-from app.ui.small_button import small_button
+from app.ui.chat.rich_text_view import RichTextView
+from app.ui.chat.sending_text_edit import SendingTextEdit
+from app.ui.common.small_button import small_button
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 COPIED_FEEDBACK_MS = 1500

@@ -29,7 +29,7 @@ from app.core.text.incremental_markdown import IncrementalMarkdown
 from app.core.text.link_policy import is_openable
 from app.core.text.markdown_html import RenderedMarkdown, clean_text
 from app.core.text.markdown_theme import MarkdownTheme, document_style_sheet
-from app.ui.background import TaskSet
+from app.ui.common.background import TaskSet
 
 SEAL_CHARS = 8_000
 """HTML characters per sealed document. The last document, set again at every update,

@@ -21,11 +21,11 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.core.errors import KnownError
-from app.core.model_catalog import has_random_weights
+from app.core.models.model_catalog import has_random_weights
 from app.core.notice_words import messages_noun, summary_origin
 from app.core.store.conversations import make_title
-from app.ui.chat_view import THINKING
-from app.ui.dialogs import show_error, show_failure
+from app.ui.chat.chat_view import THINKING
+from app.ui.common.dialogs import show_error, show_failure
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ Two checks use this module:
 
 * `painting_problem` runs at start-up: 512 path calls, well under a millisecond, and
   a sentence telling the user what to install when the count fell with them.
-* ``python -m app.ui.paint_check [ITERATIONS]`` paints the real memory gauge, context
+* ``python -m app.ui.checks.paint_check [ITERATIONS]`` paints the real memory gauge, context
   meter and a growing reply ``ITERATIONS`` times and prints the counts as JSON; the test
   runs it in a subprocess, so a leaking build fails the test instead of aborting it.
 """
@@ -65,9 +65,9 @@ def paint_views(iterations: int = DEFAULT_ITERATIONS) -> dict:
     from PySide6 import __version__ as pyside_version
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.context_meter_view import ContextMeterView
-    from app.ui.memory_gauge_view import HISTORY_SAMPLES, MemoryGaugeView
-    from app.ui.message_view import MessageView
+    from app.ui.chat.message_view import MessageView
+    from app.ui.status.context_meter_view import ContextMeterView
+    from app.ui.status.memory_gauge_view import HISTORY_SAMPLES, MemoryGaugeView
 
     app = QApplication.instance() or QApplication(["swapless-paint-check"])
     gauge, meter = MemoryGaugeView(), ContextMeterView()
@@ -142,7 +142,7 @@ def _context_state():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m app.ui.paint_check [ITERATIONS]``: print the counts as JSON."""
+    """``python -m app.ui.checks.paint_check [ITERATIONS]``: print the counts as JSON."""
     argv = sys.argv[1:] if argv is None else argv
     iterations = int(argv[0]) if argv else DEFAULT_ITERATIONS
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -70,10 +70,10 @@ def measure_streaming_lateness(
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         # Kept referenced for the whole measurement: the application must outlive it.
         app = QApplication.instance() or QApplication(["swapless-lateness"])
-        from app.core.presets import get_preset
+        from app.core.presets.presets import get_preset
         from app.core.settings import AppSettings
         from app.core.store import Store
-        from app.ui.garbage_collector import MainThreadGarbageCollector
+        from app.ui.common.garbage_collector import MainThreadGarbageCollector
         from app.ui.main_window import MainWindow
         from app.ui.window_threads import dispose_window
 
@@ -179,7 +179,7 @@ def measure_markdown_streaming_lateness(
 ) -> dict:
     """Stream a long Markdown reply into the chat view and time a UI-thread timer.
 
-    The reply (`app.bench.ui_responsiveness.long_markdown_reply`) is appended in
+    The reply (`app.core.text.synthetic_text.long_markdown_reply`) is appended in
     pieces every `FEED_INTERVAL_MS`, as fast as wall time says it should have arrived
     (so a busy UI thread receives bigger pieces, as it would from a model), through
     the calls the window makes for a streaming reply. Lateness is recorded from the
@@ -199,13 +199,13 @@ def measure_markdown_streaming_lateness(
     from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.bench.ui_responsiveness import long_markdown_reply
+    from app.core.text.synthetic_text import long_markdown_reply
 
     if QApplication.instance() is None and not _has_display():
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = QApplication.instance() or QApplication(["swapless-markdown-lateness"])
-    from app.ui.chat_view import ChatView
-    from app.ui.garbage_collector import MainThreadGarbageCollector
+    from app.ui.chat.chat_view import ChatView
+    from app.ui.common.garbage_collector import MainThreadGarbageCollector
 
     collector = MainThreadGarbageCollector()
     reply = long_markdown_reply(reply_chars)
@@ -289,7 +289,7 @@ def _rendering(body) -> bool:
 
 
 def _wait_for(signal, failure, timeout_s: float, start) -> tuple:
-    from app.ui.signal_wait import wait_for_signal
+    from app.ui.common.signal_wait import wait_for_signal
 
     return wait_for_signal(signal, timeout_s, failures=[failure], start=start)
 

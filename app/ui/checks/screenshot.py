@@ -6,9 +6,9 @@ limit so a trim card and a filling context meter show up, lets the memory gauge 
 a few seconds of samples, then grabs the window after it has painted. The replies are
 the demo model's noise, and the window says so.
 
-* ``python -m app.ui.screenshot [OUTPUT.png]``: the README picture (default
+* ``python -m app.ui.checks.screenshot [OUTPUT.png]``: the README picture (default
   ``resources/screenshot.png``).
-* ``python -m app.ui.screenshot --set DIR``: the pictures of the window's behaviour in
+* ``python -m app.ui.checks.screenshot --set DIR``: the pictures of the window's behaviour in
   ``DIR``: ``window-1280x800.png`` (after a reply), ``trim-card.png`` (a card opened on
   its summary), ``notice-under-pressure.png`` and ``dark-theme.png`` (switched live).
   The pressure picture is the one staged shot: this machine is not short of memory, so
@@ -52,9 +52,9 @@ class _Session:
         self.app.setApplicationDisplayName("Swapless")
         from app.core.settings import AppSettings
         from app.core.store import Store
-        from app.ui.garbage_collector import MainThreadGarbageCollector
+        from app.ui.common.garbage_collector import MainThreadGarbageCollector
+        from app.ui.common.theme import apply_theme
         from app.ui.main_window import MainWindow
-        from app.ui.theme import apply_theme
 
         self.collector = MainThreadGarbageCollector(self.app)
         apply_theme(self.app, "light")
@@ -69,7 +69,7 @@ class _Session:
         self.window.show()
 
     def wait(self, signal, timeout_s: float, start=None) -> tuple:
-        from app.ui.signal_wait import wait_for_signal
+        from app.ui.common.signal_wait import wait_for_signal
 
         return wait_for_signal(signal, timeout_s, start=start)
 
@@ -82,7 +82,7 @@ class _Session:
 
     def chat(self) -> None:
         """Load the demo and chat until a trim card shows (or the turns run out)."""
-        from app.core.presets import get_preset
+        from app.core.presets.presets import get_preset
 
         window = self.window
         self.wait(window.models.loaded, 300, window.models.load_demo)
@@ -194,8 +194,8 @@ def take_screenshot_set(folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m app.ui.screenshot [OUTPUT.png] | --set DIR``."""
-    parser = argparse.ArgumentParser(prog="python -m app.ui.screenshot")
+    """``python -m app.ui.checks.screenshot [OUTPUT.png] | --set DIR``."""
+    parser = argparse.ArgumentParser(prog="python -m app.ui.checks.screenshot")
     parser.add_argument("output", nargs="?", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--set", type=Path, dest="folder", default=None)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -31,8 +31,8 @@ class SmokeTestFailure(Exception):
 
 def run_smoke_test() -> int:
     """Run the smoke test; return its exit code (0 = passed)."""
-    from app.core import paths
-    from app.core.engine.demo_model import copy_demo_model
+    from app.core.files import paths
+    from app.core.modelkit.demo_model import copy_demo_model
 
     previous = {
         name: os.environ.get(name) for name in ("SWAPLESS_HOME", "QT_QPA_PLATFORM")
@@ -72,7 +72,7 @@ def _say(text: str) -> None:
 
 def _wait(signal, timeout_s: float, failures=()) -> tuple:
     """Run the event loop until ``signal`` (its arguments) or a failure signal fires."""
-    from app.ui.signal_wait import wait_for_signal
+    from app.ui.common.signal_wait import wait_for_signal
 
     return wait_for_signal(
         signal,
@@ -86,7 +86,7 @@ def _wait(signal, timeout_s: float, failures=()) -> tuple:
 def _run(home: str) -> None:
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.garbage_collector import MainThreadGarbageCollector
+    from app.ui.common.garbage_collector import MainThreadGarbageCollector
 
     app = QApplication.instance() or QApplication(["swapless-smoke-test"])
     collector = MainThreadGarbageCollector()
@@ -99,7 +99,7 @@ def _run(home: str) -> None:
 def _check_window(app, home: str) -> None:
     from PySide6.QtCore import Qt
 
-    from app.core.presets import get_preset
+    from app.core.presets.presets import get_preset
     from app.core.settings import AppSettings
     from app.core.store import Store
     from app.ui.main_window import MainWindow

@@ -86,7 +86,7 @@ class _Soak:
         from PySide6.QtCore import QtMsgType, qInstallMessageHandler
         from PySide6.QtWidgets import QApplication
 
-        from app.ui.garbage_collector import MainThreadGarbageCollector
+        from app.ui.common.garbage_collector import MainThreadGarbageCollector
 
         def on_qt_message(kind, _context, message) -> None:
             quiet = kind in (QtMsgType.QtDebugMsg, QtMsgType.QtInfoMsg)
@@ -115,8 +115,8 @@ class _Soak:
     def _run_window(self, app) -> str:
         from app.core.settings import AppSettings
         from app.core.store import Store
+        from app.ui.checks.paint_check import none_refcount
         from app.ui.main_window import MainWindow
-        from app.ui.paint_check import none_refcount
         from app.ui.window_threads import dispose_window
 
         _say(f"Qt platform {app.platformName()}, {self.seconds:.0f} s")
@@ -165,7 +165,7 @@ class _Soak:
         self.trims += 1
 
     def _wait(self, signal, timeout_s: float, failures=(), start=None) -> tuple:
-        from app.ui.signal_wait import wait_for_signal
+        from app.ui.common.signal_wait import wait_for_signal
 
         return wait_for_signal(
             signal,
@@ -185,7 +185,7 @@ class _Soak:
         )
         (info,) = self._wait(models.loaded, LOAD_TIMEOUT_S, [models.load_failed], start)
         _say(f"model loaded: {info.model_type}, {info.num_layers} layers")
-        from app.core.presets import get_preset
+        from app.core.presets.presets import get_preset
 
         window.current.set_preset(
             get_preset("chat").with_changes(
@@ -214,7 +214,7 @@ class _Soak:
     def _keep_running(self, window, started: float) -> None:
         from PySide6.QtCore import QEventLoop, QTimer
 
-        from app.ui.paint_check import none_refcount
+        from app.ui.checks.paint_check import none_refcount
 
         next_reply = time.monotonic() + REPLY_EVERY_S
         while True:
@@ -253,8 +253,8 @@ def _refused() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m app.ui.soak [--seconds N] [--model DIR]``."""
-    parser = argparse.ArgumentParser(prog="python -m app.ui.soak")
+    """``python -m app.ui.checks.soak [--seconds N] [--model DIR]``."""
+    parser = argparse.ArgumentParser(prog="python -m app.ui.checks.soak")
     parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
     parser.add_argument("--model", default=None, help="a model folder (default: demo)")
     args = parser.parse_args(argv)

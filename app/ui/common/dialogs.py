@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.core import paths
+from app.core.files import paths
 
 
 def show_error(

@@ -17,8 +17,8 @@ import traceback
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from app.core import paths
-from app.ui.dialogs import show_error
+from app.core.files import paths
+from app.ui.common.dialogs import show_error
 
 log = logging.getLogger(__name__)
 

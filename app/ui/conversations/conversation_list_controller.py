@@ -14,8 +14,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.core.errors import KnownError
-from app.ui.conversation_list_view import UNTITLED
-from app.ui.dialogs import confirm, show_error
+from app.ui.common.dialogs import confirm, show_error
+from app.ui.conversations.conversation_list_view import UNTITLED
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.store.records import Conversation, SearchHit
-from app.ui.plain_text import plain_tooltip
+from app.ui.common.plain_text import plain_tooltip
 
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 200

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.elided_label import ElidedLabel
-from app.ui.plain_text import plain_tooltip
+from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.plain_text import plain_tooltip
 
 NOTES_LINES = 5
 PROGRESS_STEPS = 1000

@@ -24,19 +24,19 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from app.core.longdoc.plan_words import duration, progress_line
-from app.core.presets import get_preset
-from app.ui.dialogs import show_failure
-from app.ui.document_drop import FileDropFilter
-from app.ui.document_readings import (
+from app.core.longdoc.plan.plan_words import duration, progress_line
+from app.core.presets.presets import get_preset
+from app.ui.common.dialogs import show_failure
+from app.ui.common.throttle import Throttle
+from app.ui.documents.document_drop import FileDropFilter
+from app.ui.documents.document_readings import (
     NEW_CHAT,
     Reading,
     mark_stopped,
     plan_texts,
     reading_from_store,
 )
-from app.ui.document_worker import DocumentRequest, PlanOffer
-from app.ui.throttle import Throttle
+from app.ui.documents.document_worker import DocumentRequest, PlanOffer
 
 log = logging.getLogger(__name__)
 

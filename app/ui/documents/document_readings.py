@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from app.ui.document_worker import DocumentRequest, PlanOffer
+from app.ui.documents.document_worker import DocumentRequest, PlanOffer
 
 NEW_CHAT = "new"  # the key of a reading attached to the new chat on screen
 

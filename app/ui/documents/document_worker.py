@@ -22,8 +22,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core.cancel import CancelToken
 from app.core.errors import BudgetError, KnownError
-from app.core.presets import Preset
-from app.ui.worker_support import WorkerError, park_on_main_thread, worker_error
+from app.core.presets.presets import Preset
+from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class DocumentWorker(QObject):
         if self._parked:
             return
         from app.core.longdoc import read_document
-        from app.core.longdoc.planning import PlanCancelled
+        from app.core.longdoc.plan.planning import PlanCancelled
 
         try:
             if self.engine.model_info is None:

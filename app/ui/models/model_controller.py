@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from app.ui.dialogs import show_failure
+from app.ui.common.dialogs import show_failure
 
 DEMO = "demo"
 BUSY_MESSAGE = "Stop the reply first, then change the model."

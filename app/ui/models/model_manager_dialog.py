@@ -37,12 +37,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import KnownError
-from app.core.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
-from app.core.model_verdict_text import verdict_details
+from app.core.models.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
+from app.core.models.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
-from app.ui.background import TaskSet
-from app.ui.quality_panel_view import QualityPanelView
-from app.ui.welcome_view import DEMO_EXPLANATION
+from app.ui.common.background import TaskSet
+from app.ui.models.quality_panel_view import QualityPanelView
+from app.ui.models.welcome_view import DEMO_EXPLANATION
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class ModelManagerDialog(QDialog):
         if key in self._verdicts or key in self._pending or self._settings is None:
             return
         from app.core.memory.probe import MemoryProbe
-        from app.core.model_catalog import assess
+        from app.core.models.model_catalog import assess
 
         self._pending.add(key)
         budget = self._settings.budget()
@@ -367,7 +367,7 @@ class ModelManagerDialog(QDialog):
 
     def start_download(self, repo_text: str) -> None:
         """Download a repo (the text of the repo field)."""
-        from app.core.model_download import check_repo_id, download_model
+        from app.core.models.model_download import check_repo_id, download_model
 
         if self.downloading:
             return
@@ -432,7 +432,7 @@ class ModelManagerDialog(QDialog):
         self.download_finished.emit(str(folder))
 
     def _on_download_error(self, exc: Exception) -> None:
-        from app.core.model_download import DownloadCancelled
+        from app.core.models.model_download import DownloadCancelled
 
         self._end_download()
         self.progress.hide()

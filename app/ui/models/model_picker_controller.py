@@ -13,10 +13,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt
 
-from app.core import paths
-from app.core.model_catalog import SOURCE_LOADED, LocalModel, folder_size
-from app.ui.background import TaskSet
-from app.ui.model_controller import DEMO
+from app.core.files import paths
+from app.core.models.model_catalog import SOURCE_LOADED, LocalModel, folder_size
+from app.ui.common.background import TaskSet
+from app.ui.models.model_controller import DEMO
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class ModelPickerController(QObject):
 
     def refresh(self) -> None:
         """Search for local models again (off the UI thread), then refill."""
-        from app.core.model_catalog import find_models
+        from app.core.models.model_catalog import find_models
 
         folders = list(self._settings.settings.model_folders)
         # Only the newest search counts: an older one (started before a folder was
@@ -89,7 +89,7 @@ class ModelPickerController(QObject):
 
     def open_manager(self) -> None:
         """Open the model manager (one per window; a download goes on while hidden)."""
-        from app.ui.model_manager_dialog import ModelManagerDialog
+        from app.ui.models.model_manager_dialog import ModelManagerDialog
 
         if self.manager is None:
             self.manager = ModelManagerDialog(self._window)

@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.core.errors import KnownError
 from app.core.quality.events import CancelToken, CellMeasured, QualityProgress
-from app.ui.background import TaskSet
+from app.ui.common.background import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class QualityCheckController(QObject):
 
     def start(self) -> bool:
         """Start the quick check of the loaded model; False (and why) when refused."""
-        from app.core.engine.quality_run import start_quality_check
+        from app.core.engine.quality.quality_run import start_quality_check
         from app.core.quality.plan import plan_check
 
         info = self._models.info

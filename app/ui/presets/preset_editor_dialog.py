@@ -35,14 +35,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import SettingsError
-from app.core.generation_settings import (
+from app.core.presets.generation_settings import (
     TIER_BITS,
     VALID_AGE_BLOCKS,
     VALID_KV_BITS,
     VALID_KV_GROUPS,
 )
-from app.core.preset_form import LABELS, check_form
-from app.core.presets import (
+from app.core.presets.preset_form import LABELS, check_form
+from app.core.presets.presets import (
     VALID_SUMMARY_MODES,
     VALID_TRIM_METHODS,
     Preset,

@@ -21,10 +21,10 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QStyle
 
 from app.core.errors import SettingsError
-from app.core.presets import Preset, all_presets, get_preset
+from app.core.presets.presets import Preset, all_presets, get_preset
 from app.core.quality.preset_quality import PresetQuality, preset_quality
-from app.ui.dialogs import show_error
-from app.ui.preset_item_delegate import (
+from app.ui.common.dialogs import show_error
+from app.ui.presets.preset_item_delegate import (
     QUALITY_ROLE,
     WARNING_COLOUR,
     WARNING_ROLE,
@@ -166,7 +166,7 @@ class PresetPickerController(QObject):
 
     def open_editor(self) -> None:
         """Edit the open conversation's preset (or save a copy as a user preset)."""
-        from app.ui.preset_editor_dialog import PresetEditorDialog
+        from app.ui.presets.preset_editor_dialog import PresetEditorDialog
 
         self.editor = PresetEditorDialog(
             self._current.preset(), self._window, quality=self._stored

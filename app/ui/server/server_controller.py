@@ -16,9 +16,9 @@ import logging
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.core.errors import KnownError, SettingsError
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.core.settings import AppSettings
-from app.ui.background import TaskSet
+from app.ui.common.background import TaskSet
 
 log = logging.getLogger(__name__)
 

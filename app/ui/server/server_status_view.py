@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from app.ui.elided_label import ElidedLabel
+from app.ui.common.elided_label import ElidedLabel
 
 RUNNING = "#1a7f37"
 FAILED = "#cf222e"

@@ -15,10 +15,10 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.core.errors import SettingsError
-from app.core.presets import all_presets
+from app.core.presets.presets import all_presets
 from app.core.settings import AppSettings, save_settings
-from app.ui.dialogs import show_error
-from app.ui.theme import apply_theme
+from app.ui.common.dialogs import show_error
+from app.ui.common.theme import apply_theme
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class SettingsController(QObject):
 
     def open_dialog(self) -> None:
         """Open the settings dialog (non-blocking)."""
-        from app.ui.settings_dialog import SettingsDialog
+        from app.ui.settings.settings_dialog import SettingsDialog
 
         self.dialog = SettingsDialog(self._settings, list(all_presets()), self._window)
         self.dialog.settings_accepted.connect(self.apply)

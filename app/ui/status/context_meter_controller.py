@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 
-from app.ui.background import TaskSet
+from app.ui.common.background import TaskSet
 
 log = logging.getLogger(__name__)
 

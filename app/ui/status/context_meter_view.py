@@ -16,8 +16,8 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.core.text.display_numbers import format_bytes, format_count
-from app.ui.elided_label import ElidedLabel
-from app.ui.theme import PRESSURE_COLOURS
+from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.theme import PRESSURE_COLOURS
 
 NO_MODEL = "no model loaded"
 

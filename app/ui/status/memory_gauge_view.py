@@ -18,8 +18,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.core.memory.snapshot import MemorySnapshot
 from app.core.text.display_numbers import format_bytes
-from app.ui.elided_label import ElidedLabel
-from app.ui.theme import PRESSURE_COLOURS, SEGMENT_COLOURS
+from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.theme import PRESSURE_COLOURS, SEGMENT_COLOURS
 
 HISTORY_SAMPLES = 360  # three minutes at one sample per 500 ms
 

@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.elided_label import ElidedLabel
-from app.ui.plain_text import plain_tooltip
-from app.ui.small_button import small_button
+from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.plain_text import plain_tooltip
+from app.ui.common.small_button import small_button
 
 KIND_COLOURS = {
     # (marker, background) readable on light and dark palettes

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QVBoxLayout, QWidget
 
-from app.ui.context_meter_view import ContextMeterView
-from app.ui.document_card_view import DocumentProgressView
-from app.ui.memory_gauge_view import MemoryGaugeView
-from app.ui.notice_area_view import NoticeAreaView
-from app.ui.server_status_view import ServerStatusView
+from app.ui.documents.document_card_view import DocumentProgressView
+from app.ui.server.server_status_view import ServerStatusView
+from app.ui.status.context_meter_view import ContextMeterView
+from app.ui.status.memory_gauge_view import MemoryGaugeView
+from app.ui.status.notice_area_view import NoticeAreaView
 
 
 class StatusAreaView(QFrame):

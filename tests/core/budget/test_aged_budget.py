@@ -13,7 +13,7 @@ from app.core.budget.aged_budget import (
     validate_aging,
 )
 from app.core.budget.kv_budget import kv_bytes_at
-from app.core.generation_settings import KVAging, KVSettings
+from app.core.presets.generation_settings import KVAging, KVSettings
 
 LONG_DOCUMENT = KVAging(
     recent_tokens=512,

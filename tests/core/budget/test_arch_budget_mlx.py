@@ -17,15 +17,15 @@ from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 from app.core.budget.kv_budget import checkpoint_bytes, kv_bytes_at  # noqa: E402
 from app.core.budget.layers import LayerKind  # noqa: E402
 from app.core.budget.model_geometry import read_geometry  # noqa: E402
-from app.core.engine.arch_configs import ARCHES  # noqa: E402
-from app.core.engine.cache_checkpoints import Checkpoints  # noqa: E402
-from app.core.engine.cache_layers import (  # noqa: E402
+from app.core.engine.cache.cache_checkpoints import Checkpoints  # noqa: E402
+from app.core.engine.cache.cache_layers import (  # noqa: E402
     dense_view_indices,
     layer_kind,
     quantize_growing_layers,
 )
 from app.core.engine.loader import load_model_folder  # noqa: E402
-from app.core.generation_settings import KVSettings  # noqa: E402
+from app.core.modelkit.arch_configs import ARCHES  # noqa: E402
+from app.core.presets.generation_settings import KVSettings  # noqa: E402
 
 # 40: under the 64-token sliding window of the tiny shape; 300: past it, and past one
 # 256-token allocation step.

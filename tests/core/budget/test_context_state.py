@@ -11,7 +11,7 @@ from app.core.budget.context_state import (
     estimate_kv_bytes,
     next_trim_at,
 )
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 
 # The tiny shape: 2 layers, 2 KV heads, head_dim 128; float32 on the CPU backend.
 LAYERS, KV_HEADS, HEAD_DIM, ACT = 2, 2, 128, 4

@@ -7,7 +7,7 @@ import pytest
 from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.trimmer import Trimmer
 from app.core.errors import BudgetError
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
 
@@ -186,7 +186,7 @@ def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(
 def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
     engine, store, tiny_model_dir, monkeypatch
 ):
-    from app.core.engine.conversation_cache import ConversationCache
+    from app.core.engine.cache.conversation_cache import ConversationCache
 
     # Models with recurrent or sliding-window layers have caches splicing cannot handle.
     monkeypatch.setattr(ConversationCache, "can_splice", lambda self: False)

@@ -9,7 +9,7 @@ import pytest
 from app.core.chat.sessions import SessionRegistry
 from app.core.engine.engine import Engine
 from app.core.errors import KnownError
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 
 
 def quick(**changes):

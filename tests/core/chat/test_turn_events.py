@@ -10,7 +10,7 @@ from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
 from app.core.engine.events import GenerationEvent, PrefillProgress
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 
 
 def start(engine, store, **changes) -> ConversationSession:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from app.core.budget.memory_budget import GIB, BudgetSettings
-from app.core.doctor import build_report, format_report
+from app.core.doctor.doctor import build_report, format_report
 from app.core.errors import ModelLoadError
 from app.core.memory.snapshot import MemorySnapshot, PressureLevel
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 SOURCE = "Linux PSI some avg10=0.00 full avg10=0.00 + available memory 75%"
 
 
@@ -180,7 +180,7 @@ def test_a_config_that_cannot_belong_to_its_weights_is_refused_from_the_headers(
 def test_aged_presets_get_exact_bytes_per_tier_and_their_own_limit(tmp_path):
     from app.core.budget.aged_budget import aged_kv_bytes_at, aged_max_safe_context
     from app.core.budget.model_geometry import read_geometry
-    from app.core.generation_settings import KVAging
+    from app.core.presets.generation_settings import KVAging
 
     folder = model_folder(tmp_path, "llama-3.1-8b-instruct")
     aging = KVAging(

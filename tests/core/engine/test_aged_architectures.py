@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.engine.arch_configs import ARCHES
-from app.core.generation_settings import KVAging, KVSettings, SamplingSettings
+from app.core.modelkit.arch_configs import ARCHES
+from app.core.presets.generation_settings import KVAging, KVSettings, SamplingSettings
 
 AGED = KVSettings.aged(
     KVAging(

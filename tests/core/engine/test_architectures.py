@@ -16,13 +16,13 @@ mx = pytest.importorskip("mlx.core")
 
 from app.core.budget.kv_budget import STATE_CHECKPOINTS, checkpoint_bytes  # noqa: E402
 from app.core.budget.model_geometry import read_geometry  # noqa: E402
-from app.core.engine.arch_configs import ARCHES  # noqa: E402
-from app.core.engine.conversation_cache import ConversationCache  # noqa: E402
+from app.core.engine.cache.conversation_cache import ConversationCache  # noqa: E402
+from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings  # noqa: E402
 from app.core.engine.engine import Engine  # noqa: E402
 from app.core.engine.generation import prefill_range  # noqa: E402
 from app.core.engine.loader import load_model_folder  # noqa: E402
-from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings  # noqa: E402
-from app.core.generation_settings import KVSettings, SamplingSettings  # noqa: E402
+from app.core.modelkit.arch_configs import ARCHES  # noqa: E402
+from app.core.presets.generation_settings import KVSettings, SamplingSettings  # noqa: E402
 
 SLIDING = ("gemma3_text", "gemma4_text", "gpt_oss")
 RECURRENT = ("qwen3_5", "qwen3_5_moe", "qwen3_next", "granitemoehybrid", "lfm2")

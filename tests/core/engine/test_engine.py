@@ -9,12 +9,12 @@ import mlx.core as mx
 import pytest
 
 from app.core.cancel import CancelToken
-from app.core.engine.conversation_cache import ConversationCache
+from app.core.engine.cache.conversation_cache import ConversationCache
 from app.core.engine.engine import Engine
 from app.core.engine.events import GenerationEvent
 from app.core.engine.loader import load_model_folder
 from app.core.errors import KnownError, ModelLoadError
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.token_ids import common_prefix_length
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=12)

@@ -8,7 +8,7 @@ import pytest
 from app.core.budget.memory_budget import BudgetSettings, memory_budget_bytes
 from app.core.engine.engine import Engine
 from app.core.errors import BudgetError
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 
 def tight_settings(weights_bytes: int, kv_room_bytes: int) -> BudgetSettings:

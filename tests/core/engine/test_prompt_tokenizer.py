@@ -6,7 +6,7 @@ import threading
 
 from app.core.cancel import CancelToken
 from app.core.engine.events import GenerationEvent
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 MESSAGES = [
     {"role": "system", "content": "You are brief."},

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from app.core import paths, private_files
-from app.core.presets import get_preset, save_user_preset
+from app.core.files import paths, private_files
+from app.core.presets.presets import get_preset, save_user_preset
 from app.core.settings import AppSettings, save_settings
 from app.core.store import Store
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def mode(path: Path) -> int:
@@ -100,7 +100,7 @@ def test_an_existing_loose_home_is_tightened_once_with_a_note(
     weights.write_bytes(b"")
     weights.chmod(0o644)
     monkeypatch.setenv(paths.HOME_ENV, str(home))
-    with caplog.at_level(logging.WARNING, logger="app.core.private_files"):
+    with caplog.at_level(logging.WARNING, logger="app.core.files.private_files"):
         assert paths.app_home() == home
     notes = [r.getMessage() for r in caplog.records]
     assert (

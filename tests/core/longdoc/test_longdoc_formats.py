@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from app.core.errors import InputError
-from app.core.longdoc.reader import read_document
+from app.core.longdoc.reading.reader import read_document
 from tests.core.longdoc.pdf_by_hand import make_pdf
 
 
@@ -79,7 +79,7 @@ def test_html_keeps_the_words_and_drops_markup_scripts_and_styles(tmp_path):
 
 
 def test_html_is_read_as_a_stream_of_pieces(tmp_path, monkeypatch):
-    from app.core.longdoc import reader
+    from app.core.longdoc.reading import reader
 
     monkeypatch.setattr(reader, "READ_CHUNK_BYTES", 7)  # tags cut across pieces
     path = tmp_path / "page.htm"

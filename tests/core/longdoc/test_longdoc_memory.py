@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from app.core.errors import InputError
-from app.core.longdoc.reader import read_document
+from app.core.longdoc.reading.reader import read_document
 
 ROOT = Path(__file__).resolve().parents[3]
 WORDS = [
@@ -57,7 +57,7 @@ def _write_document(path: Path, megabytes: int) -> None:
 _MEASURE = textwrap.dedent(
     """
     import json, resource, sys
-    from app.core.longdoc.reader import read_document
+    from app.core.longdoc.reading.reader import read_document
     from app.core.longdoc.segmenter import stream_segments
 
     def peak():
@@ -100,7 +100,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(fifo)
     script = (
         "import sys\n"
-        "from app.core.longdoc.reader import read_document\n"
+        "from app.core.longdoc.reading.reader import read_document\n"
         "from app.core.errors import InputError\n"
         "try:\n"
         "    read_document(sys.argv[1])\n"
@@ -136,7 +136,7 @@ def test_a_file_changed_after_it_was_checked_is_refused_when_read(tmp_path):
 
 
 def test_newlines_split_across_reads_are_normalised(tmp_path, monkeypatch):
-    from app.core.longdoc import reader
+    from app.core.longdoc.reading import reader
 
     monkeypatch.setattr(reader, "READ_CHUNK_BYTES", 3)  # "\r" and "\n" apart
     path = tmp_path / "crlf.txt"
@@ -146,7 +146,7 @@ def test_newlines_split_across_reads_are_normalised(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-32"])
 def test_characters_split_across_reads_decode_whole(tmp_path, monkeypatch, encoding):
-    from app.core.longdoc import reader
+    from app.core.longdoc.reading import reader
 
     monkeypatch.setattr(reader, "READ_CHUNK_BYTES", 5)  # cuts inside characters
     text = "Café — naïve.\n\n漢字 and emoji 🙂.\n" * 20

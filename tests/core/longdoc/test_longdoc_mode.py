@@ -11,8 +11,8 @@ from app.core.budget import (
     read_geometry,
 )
 from app.core.errors import BudgetError
-from app.core.longdoc.mode import ContextNeeds, choose_mode
-from app.core.longdoc.sizing import kv_sizing
+from app.core.longdoc.plan.mode import ContextNeeds, choose_mode
+from app.core.longdoc.plan.sizing import kv_sizing
 
 
 def needs(whole_tokens: int, segment_context: int = 1_000) -> ContextNeeds:

@@ -28,18 +28,18 @@ from app.core.longdoc import (
     SegmentFinished,
     read_document,
 )
-from app.core.longdoc.mode import WHOLE_COMFORT_SECONDS, ContextNeeds, choose_mode
-from app.core.longdoc.plan_words import duration, plan_line
-from app.core.longdoc.segmenter import segment_texts, stream_segments
-from app.core.longdoc.sources import answer_points, cited_segments, find_sources
-from app.core.longdoc.speed import (
+from app.core.longdoc.plan.mode import WHOLE_COMFORT_SECONDS, ContextNeeds, choose_mode
+from app.core.longdoc.plan.plan_words import duration, plan_line
+from app.core.longdoc.plan.speed import (
     MAX_SAMPLES,
     DecodeSample,
     PrefillSample,
     SpeedRecord,
     fit_speed,
 )
-from app.core.presets import get_preset
+from app.core.longdoc.segmenter import segment_texts, stream_segments
+from app.core.longdoc.sources import answer_points, cited_segments, find_sources
+from app.core.presets.presets import get_preset
 from app.core.store import Store
 
 WORDS = [

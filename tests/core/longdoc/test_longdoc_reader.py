@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from app.core.errors import InputError
-from app.core.longdoc.reader import read_document
+from app.core.longdoc.reading.reader import read_document
 
 TEXT = "Café — naïve résumé.\n\nSecond paragraph: 漢字 and emoji 🙂.\n"
 
@@ -71,7 +71,7 @@ def test_missing_files_and_folders_are_refused(tmp_path):
 
 
 def test_oversized_files_are_refused_before_reading(tmp_path, monkeypatch):
-    from app.core.longdoc import reader
+    from app.core.longdoc.reading import reader
 
     monkeypatch.setattr(reader, "MAX_DOCUMENT_BYTES", 10)
     path = tmp_path / "big.txt"

@@ -23,10 +23,10 @@ from app.core.longdoc import (
     SegmentStarted,
     read_document,
 )
+from app.core.longdoc.plan.sizing import KVSizing
 from app.core.longdoc.prompts import request_text, segment_messages
 from app.core.longdoc.runner import JOIN_SLACK
-from app.core.longdoc.sizing import KVSizing
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.core.store import Store
 
 QUESTION = "What does the text say about rivers?"

@@ -142,7 +142,7 @@ def test_swap_rates_are_computed_between_samples(monkeypatch, tmp_path):
 def test_core_modules_import_neither_mlx_nor_qt():
     code = (
         "import sys\n"
-        "import app.core.doctor, app.core.memory.probe, app.core.budget.memory_budget\n"
+        "import app.core.doctor.doctor, app.core.memory.probe, app.core.budget.memory_budget\n"
         "import app.core.budget.weights\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'PySide6')]\n"
         "assert not bad, bad\n"

@@ -12,8 +12,8 @@ from mlx_lm.models.cache import make_prompt_cache
 from tokenizers import Tokenizer
 
 from app.cli.main import build_parser
-from app.core.engine.arch_configs import ARCH_SPECS, ARCHES
-from app.core.engine.model_builder import build_model, model_config
+from app.core.modelkit.arch_configs import ARCH_SPECS, ARCHES
+from app.core.modelkit.model_builder import build_model, model_config
 
 # Where pre-tokenizers disagree: combining marks (Qwen3.5's split keeps them with the
 # letter), code, unicode, digits, whitespace runs and special tokens.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.core import paths
-from app.core.engine import demo_model
+from app.core.files import paths
+from app.core.modelkit import demo_model
 
 
 def _fake_model(folder):

@@ -11,14 +11,14 @@ import mlx_lm
 import pytest
 from tokenizers import Tokenizer
 
-from app.core.engine.model_builder import (
+from app.core.modelkit.model_builder import (
     ALLOWED_BITS,
     GROUP_SIZE,
     SHAPES,
     build_model,
     model_config,
 )
-from app.core.engine.tokenizer_training import (
+from app.core.modelkit.tokenizer_training import (
     CHATML_TEMPLATE,
     QWEN2_PRETOKENIZE_REGEX,
     train_tokenizer,

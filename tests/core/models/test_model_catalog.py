@@ -12,7 +12,7 @@ import pytest
 from app.core.budget.memory_budget import GIB, BudgetSettings
 from app.core.errors import InputError
 from app.core.memory.snapshot import MemorySnapshot, PressureLevel
-from app.core.model_catalog import (
+from app.core.models.model_catalog import (
     SOURCE_FOLDER,
     SOURCE_HUGGING_FACE,
     SOURCE_LM_STUDIO,
@@ -21,7 +21,7 @@ from app.core.model_catalog import (
     find_models,
     hf_hub_cache,
 )
-from app.core.model_download import (
+from app.core.models.model_download import (
     DownloadCancelled,
     DownloadError,
     DownloadProgress,
@@ -136,7 +136,7 @@ def test_finds_models_in_every_layout(layouts):
 
 
 def test_hf_snapshot_without_a_ref_is_the_newest_complete_one(layouts):
-    (layouts["current"].parents[1] / "refs" / "main").unlink()
+    (layouts["current"].parents[2] / "refs" / "main").unlink()
     models = find_models(env=layouts["env"], home=layouts["home"])
     hub_models = [m for m in models if m.source == SOURCE_HUGGING_FACE]
     assert len(hub_models) == 1
@@ -266,7 +266,7 @@ def test_usable_context_is_capped_by_the_trained_context_and_says_so(tmp_path):
 
 
 def test_the_demo_is_recognised_by_its_config(tiny_model_dir, tmp_path):
-    from app.core.model_catalog import has_random_weights
+    from app.core.models.model_catalog import has_random_weights
 
     assert has_random_weights(tiny_model_dir)
     assert not has_random_weights(model_folder(tmp_path / "real"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.core.preset_form import check_form, label
-from app.core.presets import get_preset
+from app.core.presets.preset_form import check_form, label
+from app.core.presets.presets import get_preset
 
 KEY_NAMES = ("max_tokens", "max_context", "summary_max_tokens", "keep_ratio")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.errors import SettingsError
-from app.core.presets import (
+from app.core.presets.presets import (
     all_presets,
     builtin_presets,
     get_preset,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.core.errors import SettingsError
-from app.core.generation_settings import KVAging
-from app.core.presets import (
+from app.core.presets.generation_settings import KVAging
+from app.core.presets.presets import (
     get_preset,
     preset_from_dict,
     repaired_preset,

@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(scope="session")
 def reference_model_dir(tmp_path_factory):
     """A copy of the committed reference model (resources/quality/reference-model)."""
-    from app.core.engine.reference.install import install_reference_model
+    from app.core.modelkit.reference.install import install_reference_model
 
     return install_reference_model(tmp_path_factory.mktemp("models") / "reference")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.engine.quality_run import start_quality_check
-from app.core.generation_settings import KVAging
-from app.core.presets import all_presets, get_preset, save_user_preset
+from app.core.engine.quality.quality_run import start_quality_check
+from app.core.presets.generation_settings import KVAging
+from app.core.presets.presets import all_presets, get_preset, save_user_preset
 from app.core.quality.cells import KV, Cell, aged_cell, grid
 from app.core.quality.plan import plan_check
 from app.core.quality.preset_quality import StoredResult, preset_quality

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.engine.quality_run import start_quality_check
+from app.core.engine.quality.quality_run import start_quality_check
 from app.core.quality.events import (
     CancelToken,
     CellMeasured,

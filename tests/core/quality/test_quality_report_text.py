@@ -82,7 +82,7 @@ def test_only_a_failing_kv_precision_warns_a_preset():
 
 
 def test_each_preset_gets_its_own_precisions_phrase_or_not_measured():
-    from app.core.presets import all_presets
+    from app.core.presets.presets import all_presets
     from app.core.quality.preset_quality import (
         NOT_MEASURED,
         StoredResult,

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from app.core.engine.quality_run import start_quality_check
-from app.core.engine.reference import evaluation
-from app.core.engine.reference.install import MODEL_FILES, committed_folder
+from app.core.engine.quality.quality_run import start_quality_check
+from app.core.modelkit.reference import evaluation
+from app.core.modelkit.reference.install import MODEL_FILES, committed_folder
 from app.core.quality.plan import plan_check
 from app.core.quality.probes import ProbeSizes
 

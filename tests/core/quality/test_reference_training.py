@@ -8,9 +8,9 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from app.core.engine.reference import corpus, evaluation, training
-from app.core.engine.reference.geometry import VOCAB_SIZE
-from app.core.engine.tokenizer_training import train_tokenizer
+from app.core.modelkit.reference import corpus, evaluation, training
+from app.core.modelkit.reference.geometry import VOCAB_SIZE
+from app.core.modelkit.tokenizer_training import train_tokenizer
 
 TINY_RECIPE = training.TrainingRecipe(
     stages=(

@@ -1,6 +1,6 @@
 """JSON export/import round trips; Markdown export reads well.
 
-Round-trip equality, as promised in ``app/core/store/export.py``: exporting an
+Round-trip equality, as promised in ``app/core/store/exchange/export.py``: exporting an
 imported export gives the same dict, key for key, except ``exported_at``; the only
 value that may change is a ``generating`` reply (or ``reading`` document), which
 comes back ``interrupted``. Ids never appear in an export, so new ids on import
@@ -14,7 +14,7 @@ import json
 import pytest
 
 from app.core.errors import InputError
-from app.core.presets import get_preset
+from app.core.presets.presets import get_preset
 from app.core.store import FORMAT, FORMAT_VERSION, ReplyStats
 
 STATS = ReplyStats(

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from app.core.errors import InputError
-from app.core.presets import get_preset, preset_from_dict
+from app.core.presets.presets import get_preset, preset_from_dict
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import paths
 from app.core.errors import KnownError, StoreError
+from app.core.files import paths
 from app.core.store import SCHEMA_VERSION, Store, locking
 from app.core.store import database as store_database
 

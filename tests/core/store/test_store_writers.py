@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.core import process_identity
+from app.core.files import process_identity
 from app.core.store import Store, locking
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from app.bench.ui_responsiveness import long_markdown_reply
 from app.core.text.markdown_html import render_markdown
 from app.core.text.markdown_parser import MAX_DEPTH
+from app.core.text.synthetic_text import long_markdown_reply
 
 PATHOLOGICAL_UNITS = [
     "*",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.ui_responsiveness import long_markdown_reply
 from app.core.store import Store
 from app.core.text.markdown_html import clean_text, render_markdown
 from app.core.text.markdown_source import closed_markdown, literal_markdown
+from app.core.text.synthetic_text import long_markdown_reply
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 TYPED = [

@@ -8,12 +8,12 @@ import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication, QTextDocument
 
-from app.bench.ui_responsiveness import long_markdown_reply
 from app.core.text import incremental_markdown
 from app.core.text.markdown_html import render_markdown
 from app.core.text.markdown_theme import DARK_THEME, LIGHT_THEME, document_style_sheet
-from app.ui.background import TaskSet
-from app.ui.rich_text_view import SEAL_CHARS, SYNC_CHARS, RichTextView
+from app.core.text.synthetic_text import long_markdown_reply
+from app.ui.chat.rich_text_view import SEAL_CHARS, SYNC_CHARS, RichTextView
+from app.ui.common.background import TaskSet
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_a_theme_change_renders_everything_again(view):
 def test_copy_links_copy_the_code_and_only_web_links_open(view, qtbot, monkeypatch):
     opened: list[str] = []
     monkeypatch.setattr(
-        "app.ui.rich_text_view.QDesktopServices.openUrl",
+        "app.ui.chat.rich_text_view.QDesktopServices.openUrl",
         lambda url: opened.append(url.toString()),
     )
     view.set_markdown("```\nfirst\n```\n\n```\nsecond\n```", LIGHT_THEME)

@@ -7,7 +7,7 @@ import threading
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.ui.message_view import MessageView
+from app.ui.chat.message_view import MessageView
 
 
 def test_a_reply_streams_in_pieces_and_is_saved(qtbot, window, store, send):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.soak import run_soak
+from app.ui.checks.soak import run_soak
 
 
 def test_the_soak_fails_in_words_when_the_model_cannot_load(qapp, tmp_path, capsys):

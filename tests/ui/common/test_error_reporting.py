@@ -9,7 +9,7 @@ import threading
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.ui.error_reporting import ErrorReporter
+from app.ui.common.error_reporting import ErrorReporter
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def _fail_here():
 def test_an_error_in_a_thread_is_logged_and_shown_on_the_ui_thread(
     qtbot, reporter, caplog
 ):
-    caplog.set_level(logging.ERROR, logger="app.ui.error_reporting")
+    caplog.set_level(logging.ERROR, logger="app.ui.common.error_reporting")
     with qtbot.waitSignal(reporter.bug_reported, timeout=5000):
         thread = threading.Thread(target=_fail_here, name="worker-x")
         thread.start()
@@ -48,7 +48,7 @@ def test_an_error_in_a_thread_is_logged_and_shown_on_the_ui_thread(
 
 @pytest.mark.qt_no_exception_capture
 def test_an_error_in_a_slot_goes_through_sys_excepthook(qtbot, reporter, caplog):
-    caplog.set_level(logging.ERROR, logger="app.ui.error_reporting")
+    caplog.set_level(logging.ERROR, logger="app.ui.common.error_reporting")
     assert sys.excepthook == reporter._on_exception
     try:
         _fail_here()

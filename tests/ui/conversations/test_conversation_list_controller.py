@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from app.core.store import Store
-from app.ui import conversation_list_controller
+from app.ui.conversations import conversation_list_controller
 
 
 def _confirm_dialog(window) -> QMessageBox:

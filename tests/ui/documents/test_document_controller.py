@@ -17,9 +17,9 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from app.core.longdoc import ReadingProgress
-from app.core.presets import get_preset
-from app.ui.context_meter_controller import MEASURING
-from app.ui.context_meter_view import NO_MODEL
+from app.core.presets.presets import get_preset
+from app.ui.status.context_meter_controller import MEASURING
+from app.ui.status.context_meter_view import NO_MODEL
 from tests.core.longdoc.pdf_by_hand import make_pdf
 
 WORDS = [

@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QMessageBox
 
 from app.core.settings import AppSettings
-from app.ui.model_manager_dialog import ModelManagerDialog
-from app.ui.turn_controller import NO_MODEL_REASON
+from app.ui.chat.turn_controller import NO_MODEL_REASON
+from app.ui.models.model_manager_dialog import ModelManagerDialog
 
 
 def _error_boxes(window) -> list[QMessageBox]:
@@ -117,7 +117,7 @@ def _fake_hub_layout(home, tiny_model_dir):
     snapshot.mkdir(parents=True)
     for file in tiny_model_dir.iterdir():
         (snapshot / file.name).symlink_to(file)
-    refs = snapshot.parents[1] / "refs"
+    refs = snapshot.parents[2] / "refs"
     refs.mkdir()
     (refs / "main").write_text("abc123")
     studio = home / "user" / ".lmstudio" / "models" / "acme" / "studio-tiny"
@@ -228,7 +228,7 @@ def test_a_search_that_ends_after_a_newer_one_does_not_hide_its_models(
     # finished after the one started by adding a folder, and emptied the list.
     import threading
 
-    from app.core import model_catalog
+    from app.core.models import model_catalog
 
     window, dialog, mine = folder_of_models
     real_find = model_catalog.find_models

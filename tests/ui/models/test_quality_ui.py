@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from app.core.model_identity import folder_identity
+from app.core.models.model_identity import folder_identity
 from app.core.quality.cells import kv_cell
 from app.core.quality.events import QualityReport
 from app.core.quality.metrics import CellResult
 from app.core.quality.preset_quality import NOT_MEASURED
 from app.core.quality.probes import ProbeSizes
 from app.core.store import Store
-from app.ui.preset_editor_dialog import PresetEditorDialog
-from app.ui.preset_item_delegate import QUALITY_ROLE, WARNING_ROLE
+from app.ui.presets.preset_editor_dialog import PresetEditorDialog
+from app.ui.presets.preset_item_delegate import QUALITY_ROLE, WARNING_ROLE
 
 SMALL = ProbeSizes(
     name="test",

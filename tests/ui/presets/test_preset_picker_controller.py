@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from app.core.presets import user_presets
-from app.ui.preset_editor_dialog import PresetEditorDialog
-from app.ui.preset_picker_controller import CHANGED, OWN
+from app.core.presets.presets import user_presets
+from app.ui.presets.preset_editor_dialog import PresetEditorDialog
+from app.ui.presets.preset_picker_controller import CHANGED, OWN
 
 KEY_NAMES = ("max_tokens", "max_context", "keep_ratio", "summary_max_tokens")
 

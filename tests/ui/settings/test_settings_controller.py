@@ -10,8 +10,8 @@ from PySide6.QtWidgets import QDialogButtonBox
 from app.core.settings import AppSettings, load_settings
 from app.core.text.markdown_html import DARK_THEME, LIGHT_THEME
 from app.ui.application import load_settings_or_defaults
-from app.ui.settings_dialog import SettingsDialog
-from app.ui.theme import apply_theme, is_dark
+from app.ui.common.theme import apply_theme, is_dark
+from app.ui.settings.settings_dialog import SettingsDialog
 
 
 @pytest.fixture

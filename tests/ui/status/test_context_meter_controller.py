@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.core.budget.context_state import ContextState
-from app.ui.context_meter_controller import LAST_KNOWN
-from app.ui.context_meter_view import meter_text
+from app.ui.status.context_meter_controller import LAST_KNOWN
+from app.ui.status.context_meter_view import meter_text
 
 
 def test_the_context_meter_follows_the_conversation(qtbot, window, send, quick_preset):

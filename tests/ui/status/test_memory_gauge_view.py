@@ -7,7 +7,7 @@ import threading
 from PySide6.QtCore import Qt
 
 from app.core.memory.snapshot import MemorySnapshot, PressureLevel
-from app.ui.memory_gauge_view import split_memory
+from app.ui.status.memory_gauge_view import split_memory
 
 GIB = 1024**3
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from app.core.memory.pressure import PsiReading, pressure_signals, worst_level
 from app.core.memory.snapshot import PressureLevel
-from app.ui.notices_controller import Notice
+from app.ui.status.notices_controller import Notice
 
 JARGON = ("PSI", "avg10", "did not line up", "safe limit of", "[warning]")
 

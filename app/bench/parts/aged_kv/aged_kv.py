@@ -37,7 +37,7 @@ from app.bench.results import NotAvailable, PartResult, Row
 from app.core.budget.aged_budget import aged_growing_bytes
 from app.core.budget.kv_budget import kv_bytes_at
 from app.core.budget.model_geometry import ModelGeometry, read_geometry
-from app.core.generation_settings import KVAging, KVSettings
+from app.core.presets.generation_settings import KVAging, KVSettings
 
 NAME = "aged_kv"
 TITLE = "Aged KV precision vs uniform KV at equal bytes (reference model)"
@@ -267,7 +267,7 @@ def budget_bytes(geometry: ModelGeometry, tokens: int, kv: KVSettings, act: int)
 def available(ctx: BenchContext) -> str | None:
     """Available when the committed reference model is in this installation."""
     try:
-        from app.core.engine.reference.install import MODEL_FILES, committed_folder
+        from app.core.modelkit.reference.install import MODEL_FILES, committed_folder
     except ImportError:
         return "the reference model is not in this build"
     folder = committed_folder()
@@ -278,10 +278,10 @@ def available(ctx: BenchContext) -> str | None:
 
 def run(ctx: BenchContext) -> PartResult:
     """Measure every scheme at every length on the reference model."""
-    from app.bench.aged_kv_measure import copy_figures, measure_context
+    from app.bench.parts.aged_kv.aged_kv_measure import copy_figures, measure_context
     from app.bench.runner import make_engine
-    from app.core.engine.reference.evaluation import held_out_stream
-    from app.core.engine.reference.install import install_reference_model
+    from app.core.modelkit.reference.evaluation import held_out_stream
+    from app.core.modelkit.reference.install import install_reference_model
 
     if ctx.scratch is None and ctx.out_dir is None:
         raise NotAvailable("no scratch folder for the reference model")
@@ -337,7 +337,7 @@ def run(ctx: BenchContext) -> PartResult:
 
 def _bench_model_speed(ctx: BenchContext, contexts, act: int) -> dict:
     """Decode tok/s of the schemes on the run's own model (``small`` by default)."""
-    from app.bench.aged_kv_measure import decode_speed
+    from app.bench.parts.aged_kv.aged_kv_measure import decode_speed
     from app.bench.stats import summarize as stats_summary
 
     geometry = read_geometry(ctx.model_dir)

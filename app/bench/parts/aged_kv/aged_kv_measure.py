@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from app.core.engine.conversation_cache import ConversationCache
-from app.core.generation_settings import KVSettings
+from app.core.engine.cache.conversation_cache import ConversationCache
+from app.core.presets.generation_settings import KVSettings
 
 FULL_PRECISION = KVSettings(bits=16)
 
@@ -116,7 +116,7 @@ def measure_context(
         decode_rounds: Interleaved timing rounds.
         log: One line per finished scheme.
     """
-    from app.core.engine import quality_scoring as scoring
+    from app.core.engine.quality import quality_scoring as scoring
 
     if next(iter(schemes)) != "full" or schemes["full"] != FULL_PRECISION:
         raise ValueError("full precision must be the first scheme")
@@ -218,7 +218,7 @@ def _compare_text(
 ) -> None:
     """Prefill ``cache`` with ``text`` up to the last `SCORED_TOKENS` positions, then
     feed those `TEXT_CHUNK` at a time and add their agreement with ``reference``."""
-    from app.core.engine.quality_scoring import compare_log_probs
+    from app.core.engine.quality.quality_scoring import compare_log_probs
 
     scored_from = tokens - SCORED_TOKENS
     _prefill(model, cache, text[:scored_from], chunk)
@@ -243,7 +243,7 @@ def _compare_text(
 
 def _pass_key_questions(loaded, stream, tokens: int, count: int):
     """``count`` pass keys, each hidden at the start of a ``tokens``-long prompt."""
-    from app.core.engine import quality_scoring as scoring
+    from app.core.engine.quality import quality_scoring as scoring
     from app.core.quality import recall_tasks
 
     chat = scoring.ChatRenderer(loaded.tokenizer)

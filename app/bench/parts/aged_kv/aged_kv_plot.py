@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench.aged_kv import NAME
+from app.bench.parts.aged_kv.aged_kv import NAME
 
 
 def draw_recall_vs_bytes(results: dict, path: Path) -> bool:
@@ -20,9 +20,9 @@ def draw_recall_vs_bytes(results: dict, path: Path) -> bool:
     if not part or part.get("status") != "ok":
         return False
     contexts = part["figures"]["contexts"]
-    from app.bench.plots import _pyplot
+    from app.bench.report.pyplot import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(
         2, len(contexts), figsize=(5 * len(contexts), 8), squeeze=False
     )

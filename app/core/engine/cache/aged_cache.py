@@ -36,15 +36,15 @@ import mlx.core as mx
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 
 from app.core.budget.aged_budget import Tier, tiers
-from app.core.engine import cpu_attention
-from app.core.engine.quantized_products import (
+from app.core.engine.cpu import cpu_attention
+from app.core.engine.cpu.quantized_products import (
     DENSE,
     KVPart,
     TieredKV,
     hadamard,
     packed,
 )
-from app.core.generation_settings import KVAging
+from app.core.presets.generation_settings import KVAging
 
 
 def _round_up(tokens: int, step: int) -> int:

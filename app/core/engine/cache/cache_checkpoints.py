@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.budget.kv_budget import STATE_CHECKPOINTS
-from app.core.engine.cache_layers import is_bounded, snapshot, snapshot_nbytes
+from app.core.engine.cache.cache_layers import is_bounded, snapshot, snapshot_nbytes
 
 
 @dataclass

@@ -15,7 +15,7 @@ import mlx.core as mx
 from mlx.utils import tree_unflatten
 from mlx_lm.models import cache as mlx_lm_cache
 
-from app.core.engine.aged_cache import AgedKVCache
+from app.core.engine.cache.aged_cache import AgedKVCache
 
 __all__ = ["load_cache_file"]
 

@@ -37,10 +37,10 @@ from mlx_lm.models.cache import (
 )
 
 from app.core.budget.layers import LayerKind
-from app.core.engine.aged_cache import AgedKVCache
+from app.core.engine.cache.aged_cache import AgedKVCache
+from app.core.engine.cache.shifted_cache import ShiftedKVCache, ShiftedQuantizedKVCache
 from app.core.engine.events import LayerGroup
-from app.core.engine.shifted_cache import ShiftedKVCache, ShiftedQuantizedKVCache
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 
 OTHER = "other"
 """Kind of a cache entry Swapless does not know (left alone: never quantized)."""

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from app.core.engine.conversation_cache import ConversationCache
+from app.core.engine.cache.conversation_cache import ConversationCache
 from app.core.engine.turn_handle import CacheState
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 
 EMPTY = CacheState(tokens=0, kv_bytes=0, kv_bits=16)
 

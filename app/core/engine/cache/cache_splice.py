@@ -18,9 +18,9 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map
 
-from app.core.engine import aged_cache, cache_layers
-from app.core.engine.aged_cache import AgedKVCache
-from app.core.engine.shifted_cache import shifted
+from app.core.engine.cache import aged_cache, cache_layers
+from app.core.engine.cache.aged_cache import AgedKVCache
+from app.core.engine.cache.shifted_cache import shifted
 
 
 def splice_layers(

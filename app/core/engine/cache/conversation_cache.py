@@ -26,19 +26,19 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from app.core.budget.aged_budget import validate_aging
 from app.core.budget.kv_budget import validate_kv_quantization
-from app.core.engine import cache_layers
-from app.core.engine.aged_cache import AgedKVCache
-from app.core.engine.cache_checkpoints import Checkpoints
-from app.core.engine.cache_layers import (
+from app.core.engine.cache import cache_layers
+from app.core.engine.cache.aged_cache import AgedKVCache
+from app.core.engine.cache.cache_checkpoints import Checkpoints
+from app.core.engine.cache.cache_layers import (
     can_drop_newest,
     is_bounded,
     quantize_growing_layers,
     quantized_bits,
 )
-from app.core.engine.cache_splice import splice_layers, unspliceable_reason
+from app.core.engine.cache.cache_splice import splice_layers, unspliceable_reason
+from app.core.engine.cache.shifted_cache import spliceable, stored_length
 from app.core.engine.events import LayerGroup
-from app.core.engine.shifted_cache import spliceable, stored_length
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 from app.core.token_ids import common_prefix_length
 
 __all__ = ["ConversationCache", "SpliceUnsupported", "common_prefix_length"]

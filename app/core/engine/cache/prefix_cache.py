@@ -37,12 +37,12 @@ from mlx_lm.models.cache import (
     save_prompt_cache,
 )
 
-from app.core import partial_files, private_files
-from app.core.engine import cache_layers
-from app.core.engine.aged_cache import AgedKVCache
-from app.core.engine.cache_files import load_cache_file
-from app.core.engine.prefix_cache_settings import PrefixCacheSettings
-from app.core.generation_settings import KVSettings
+from app.core.engine.cache import cache_layers
+from app.core.engine.cache.aged_cache import AgedKVCache
+from app.core.engine.cache.cache_files import load_cache_file
+from app.core.engine.cache.prefix_cache_settings import PrefixCacheSettings
+from app.core.files import partial_files, private_files
+from app.core.presets.generation_settings import KVSettings
 
 __all__ = [
     "PrefixCache",
@@ -165,7 +165,7 @@ class PrefixCache:
         if self.settings.folder is not None:
             self.settings.folder.mkdir(parents=True, exist_ok=True)
             return self.settings.folder
-        from app.core import paths
+        from app.core.files import paths
 
         return paths.prefix_cache_dir()
 

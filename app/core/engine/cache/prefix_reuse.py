@@ -11,7 +11,7 @@ Engine thread only.
 
 from __future__ import annotations
 
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 
 
 def system_prefix_length(render, messages: list[dict], prompt_ids: list[int]) -> int:

@@ -124,7 +124,7 @@ def stored_length(layer) -> int:
 
 def spliceable(layers) -> bool:
     """True when every layer is a plain, quantized or aged KV cache (shifted or not)."""
-    from app.core.engine.aged_cache import AgedKVCache
+    from app.core.engine.cache.aged_cache import AgedKVCache
 
     spliceable_types = (*_SPLICEABLE, AgedKVCache)
     return bool(layers) and all(type(layer) in spliceable_types for layer in layers)

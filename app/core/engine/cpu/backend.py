@@ -41,7 +41,7 @@ def adapt_model(model: nn.Module) -> nn.Module:
         return model
     from mlx_lm.utils import dequantize_model
 
-    from app.core.engine import cpu_attention
+    from app.core.engine.cpu import cpu_attention
 
     cpu_attention.install()
 

@@ -33,7 +33,7 @@ import sys
 
 import mlx.core as mx
 
-from app.core.engine.quantized_products import (
+from app.core.engine.cpu.quantized_products import (
     KVPart,
     TieredKV,
     packed,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from app.core.chat.model_messages import build_messages, summary_style
-from app.core.engine import quality_scoring as scoring
-from app.core.engine.conversation_cache import SpliceUnsupported
+from app.core.engine.cache.conversation_cache import SpliceUnsupported
 from app.core.engine.loader import LoadedModel
+from app.core.engine.quality import quality_scoring as scoring
 from app.core.errors import KnownError
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 from app.core.quality import conversation_layout as layout
 from app.core.quality.cells import KV, Cell
 from app.core.quality.events import (

@@ -90,7 +90,7 @@ def start_quality_check(
     run = QualityRun(cancel)
 
     def job() -> None:
-        from app.core.engine.quality_check import run_quality_check
+        from app.core.engine.quality.quality_check import run_quality_check
         from app.core.quality.probes import build_probes
 
         try:

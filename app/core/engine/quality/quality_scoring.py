@@ -24,8 +24,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.generate import maybe_quantize_kv_cache
 
-from app.core.engine.conversation_cache import ConversationCache
-from app.core.generation_settings import KVSettings
+from app.core.engine.cache.conversation_cache import ConversationCache
+from app.core.presets.generation_settings import KVSettings
 from app.core.quality import conversation_layout as layout
 
 # Positions per forward pass; fewer for huge vocabularies so one chunk's float32

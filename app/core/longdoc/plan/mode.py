@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.errors import BudgetError
-from app.core.longdoc.plan_words import duration
+from app.core.longdoc.plan.plan_words import duration
 
 MODES = ("auto", "whole", "segments")
 COMFORT_SHARE = 0.5

@@ -19,20 +19,20 @@ from dataclasses import dataclass, replace
 from app.core.budget import BudgetSettings
 from app.core.cancel import CancelToken
 from app.core.errors import InputError
-from app.core.longdoc.mode import ContextNeeds, ModeChoice, choose_mode
-from app.core.longdoc.plan_words import plan_line
+from app.core.longdoc.plan.mode import ContextNeeds, ModeChoice, choose_mode
+from app.core.longdoc.plan.plan_words import plan_line
+from app.core.longdoc.plan.sizing import KVSizing, kv_sizing
+from app.core.longdoc.plan.speed import SpeedModel, SpeedRecord
+from app.core.longdoc.plan.speed_probe import probe_speed
 from app.core.longdoc.prompts import (
     DEFAULT_QUESTION,
     answer_messages,
     segment_messages,
     whole_messages,
 )
-from app.core.longdoc.reader import DocumentText
+from app.core.longdoc.reading.reader import DocumentText
 from app.core.longdoc.segmenter import SegmentSpan, segment_texts, stream_segments
-from app.core.longdoc.sizing import KVSizing, kv_sizing
-from app.core.longdoc.speed import SpeedModel, SpeedRecord
-from app.core.longdoc.speed_probe import probe_speed
-from app.core.presets import Preset
+from app.core.presets.presets import Preset
 
 
 class PlanCancelled(Exception):

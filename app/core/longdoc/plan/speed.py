@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core import paths, private_files
+from app.core.files import paths, private_files
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ measurements. Uses the engine's API only; the scratch cache is dropped afterward
 from __future__ import annotations
 
 from app.core.cancel import CancelToken
-from app.core.generation_settings import KVSettings, SamplingSettings
-from app.core.longdoc.speed import DecodeSample, PrefillSample
+from app.core.longdoc.plan.speed import DecodeSample, PrefillSample
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 PROBE_KEY = "longdoc-speed-probe"
 PROBE_CONTEXTS = (256, 768)

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.errors import InputError
-from app.core.longdoc import formats
-from app.core.longdoc.docx_text import docx_paragraphs
-from app.core.longdoc.html_text import html_to_text
-from app.core.longdoc.pdf_text import no_text_layer_message, pdf_pages
+from app.core.longdoc.reading import formats
+from app.core.longdoc.reading.docx_text import docx_paragraphs
+from app.core.longdoc.reading.html_text import html_to_text
+from app.core.longdoc.reading.pdf_text import no_text_layer_message, pdf_pages
 
 MAX_DOCUMENT_BYTES = 64 * 2**20
 """Largest file read (64 MiB, about 16M tokens of English). Memory no longer depends on

@@ -36,7 +36,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-from app.core.engine.reference import geometry as g
+from app.core.modelkit.reference import geometry as g
 
 CONSTANT_DIM = 0
 IDENTITY = slice(1, 129)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.core.engine.tokenizer_training import ENDOFTEXT, corpus_files
+from app.core.modelkit.tokenizer_training import ENDOFTEXT, corpus_files
 from app.core.quality import recall_tasks
 
 HELD_OUT_MODULUS = 10

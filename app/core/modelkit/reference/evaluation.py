@@ -19,10 +19,10 @@ import mlx.nn as nn
 import numpy as np
 from tokenizers import Tokenizer
 
-from app.core.engine import quality_scoring as scoring
 from app.core.engine.loader import LoadedModel
-from app.core.engine.reference import corpus
-from app.core.generation_settings import KVSettings
+from app.core.engine.quality import quality_scoring as scoring
+from app.core.modelkit.reference import corpus
+from app.core.presets.generation_settings import KVSettings
 from app.core.quality import recall_tasks
 
 EVALUATION_SEED = 777

@@ -21,9 +21,10 @@ from pathlib import Path
 import mlx.core as mx
 from mlx_lm.utils import save_config, save_model
 
-from app.core import paths
-from app.core.engine.reference import geometry
-from app.core.engine.reference.training import (
+from app.core.errors import KnownError
+from app.core.files import paths
+from app.core.modelkit.reference import geometry
+from app.core.modelkit.reference.training import (
     DEFAULT_RECIPE,
     StepReport,
     TrainingLog,
@@ -31,8 +32,7 @@ from app.core.engine.reference.training import (
     parameter_count,
     train,
 )
-from app.core.engine.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
-from app.core.errors import KnownError
+from app.core.modelkit.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
 
 MODEL_FILES = (
     "config.json",
@@ -172,8 +172,8 @@ def evaluate_folder(
         The held-out figures (`evaluation.Evaluation.as_dict`).
     """
     from app.core.engine.loader import load_model_folder
-    from app.core.engine.reference import evaluation
-    from app.core.engine.reference.loss_curve import draw_loss_curve
+    from app.core.modelkit.reference import evaluation
+    from app.core.modelkit.reference.loss_curve import draw_loss_curve
 
     folder = Path(folder)
     loaded = load_model_folder(folder)

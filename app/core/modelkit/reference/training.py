@@ -22,8 +22,8 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.utils import _get_classes
 
-from app.core.engine.reference import circuit, corpus
-from app.core.engine.reference.geometry import reference_config
+from app.core.modelkit.reference import circuit, corpus
+from app.core.modelkit.reference.geometry import reference_config
 
 
 @dataclass(frozen=True)

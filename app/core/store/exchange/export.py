@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from app.core.store.base import StoreBase
-from app.core.store.markdown_export import render_markdown
+from app.core.store.exchange.markdown_export import render_markdown
 from app.core.store.records import STATS_COLUMNS
 
 FORMAT = "swapless-conversation"

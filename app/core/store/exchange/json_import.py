@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import InputError
-from app.core.presets import repaired_preset
+from app.core.presets.presets import repaired_preset
 from app.core.store.base import StoreBase
-from app.core.store.export import (
+from app.core.store.exchange.export import (
     CONVERSATION_FIELDS,
     DOCUMENT_FIELDS,
     FORMAT,

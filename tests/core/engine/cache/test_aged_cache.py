@@ -24,14 +24,14 @@ from mlx_lm.models.cache import KVCache
 
 from app.core.budget.aged_budget import aged_kv_bytes_at, tier_tokens
 from app.core.budget.model_geometry import read_geometry
-from app.core.engine import backend, cpu_attention
-from app.core.engine.aged_cache import AgedKVCache
-from app.core.engine.conversation_cache import ConversationCache
+from app.core.engine.cache.aged_cache import AgedKVCache
+from app.core.engine.cache.conversation_cache import ConversationCache
+from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
+from app.core.engine.cpu import backend, cpu_attention
+from app.core.engine.cpu.quantized_products import KVPart, TieredKV, hadamard
 from app.core.engine.generation import prefill_range
 from app.core.engine.loader import load_model_folder
-from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
-from app.core.engine.quantized_products import KVPart, TieredKV, hadamard
-from app.core.generation_settings import KVAging, KVSettings
+from app.core.presets.generation_settings import KVAging, KVSettings
 
 AGING = KVAging(
     recent_tokens=256,
@@ -355,7 +355,7 @@ def _equal(a, b) -> bool:
 
 
 def test_a_second_turn_reuses_the_aged_cache(engine):
-    from app.core.generation_settings import SamplingSettings
+    from app.core.presets.generation_settings import SamplingSettings
 
     ids = [(i * 37) % 900 + 20 for i in range(900)]
     greedy = SamplingSettings(temperature=0.0, max_tokens=8)

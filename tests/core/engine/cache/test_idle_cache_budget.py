@@ -8,7 +8,7 @@ import pytest
 from app.core.budget.memory_budget import BudgetSettings
 from app.core.engine.engine import Engine
 from app.core.errors import BudgetError
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 KV = KVSettings(bits=16)
 GREEDY = SamplingSettings(temperature=0.0, top_p=1.0, max_tokens=4)

@@ -9,9 +9,13 @@ import textwrap
 
 import pytest
 
+from app.core.engine.cache.prefix_cache import (
+    PrefixCache,
+    PrefixCacheSettings,
+    read_metadata,
+)
 from app.core.engine.engine import Engine
-from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings, read_metadata
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=4)
 KV = KVSettings(bits=8)
@@ -79,8 +83,8 @@ def test_after_a_restart_the_prefix_comes_from_disk(engine, tiny_model_dir, tmp_
         import json, sys
         from pathlib import Path
         from app.core.engine.engine import Engine
-        from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
-        from app.core.generation_settings import KVSettings, SamplingSettings
+        from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
+        from app.core.presets.generation_settings import KVSettings, SamplingSettings
         engine = Engine(prefix_cache=PrefixCache(PrefixCacheSettings(folder=Path({str(engine.prefix_cache.folder)!r}))))
         engine.load({str(tiny_model_dir)!r})
         messages = [{{"role": "system", "content": sys.stdin.read()}}, {{"role": "user", "content": "Hi"}}]

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from app.core import partial_files
-from app.core.engine import prefix_cache as prefix_cache_module
+from app.core.engine.cache import prefix_cache as prefix_cache_module
+from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
 from app.core.engine.engine import Engine
-from app.core.engine.prefix_cache import PrefixCache, PrefixCacheSettings
-from app.core.generation_settings import KVSettings, SamplingSettings
+from app.core.files import partial_files
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=2)
 KV = KVSettings(bits=8)
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _system_prompt(tokens_wanted: int, engine: Engine) -> str:

@@ -7,9 +7,12 @@ import copy
 import mlx.core as mx
 import pytest
 
-from app.core.engine.conversation_cache import ConversationCache, SpliceUnsupported
+from app.core.engine.cache.conversation_cache import (
+    ConversationCache,
+    SpliceUnsupported,
+)
 from app.core.engine.loader import load_model_folder
-from app.core.generation_settings import KVSettings
+from app.core.presets.generation_settings import KVSettings
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])

@@ -8,7 +8,7 @@ import pytest
 from mlx_lm.models import base, llama
 from mlx_lm.models.cache import KVCache
 
-from app.core.engine import backend, cpu_attention
+from app.core.engine.cpu import backend, cpu_attention
 from app.core.engine.loader import load_model_folder
 
 SCALE = 0.125

@@ -1,0 +1,6 @@
+"""Files and folders of the app home: every path (`paths.py`, one environment variable
+moves the home), private files (0600/0700), partial files that a dead writer left, and
+which process wrote what.
+
+Standard library and platformdirs/psutil only; every other package may import these.
+"""

@@ -1,0 +1,4 @@
+"""The list of conversations: search, open, rename, delete.
+
+May import `app.core.store`, `app.ui.common`.
+"""
