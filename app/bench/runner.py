@@ -141,7 +141,7 @@ def run_bench(
     Raises:
         ValueError: For an unknown measurement name.
     """
-    from app.bench.report.report import plots as plotting
+    from app.bench.report import plots as plotting
 
     names = registry.select(only)
     settings = settings or (QUICK if quick else FULL)
