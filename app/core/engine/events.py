@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from app.core.turn.parts import ANSWER, Channel
+
 FinishReason = Literal["stop", "length", "cancelled"]
 
 
@@ -123,6 +125,9 @@ class GenerationEvent:
         rewind: How the cache was brought back to the reused prefix: ``none``,
             ``trim`` (newest entries dropped, exact), ``checkpoint`` (restored from
             the state checkpoint at the reused length) or ``reset``.
+        channel: Whether ``text`` is the answer or the model's reasoning
+            (`app.core.turn.parts.ANSWER` / `REASONING`); a model without reasoning
+            markers writes only answer text.
     """
 
     text: str
@@ -142,6 +147,7 @@ class GenerationEvent:
     kv_layers: tuple[LayerGroup, ...] = ()
     checkpoint_bytes: int = 0
     rewind: str = "none"
+    channel: Channel = ANSWER
 
     @property
     def finished(self) -> bool:
