@@ -118,7 +118,7 @@ def resources_dir() -> Path:
     candidates = []
     if frozen_root:
         candidates.append(Path(frozen_root) / "resources")
-    candidates.append(Path(__file__).resolve().parents[2] / "resources")
+    candidates.append(Path(__file__).resolve().parents[3] / "resources")
     for candidate in candidates:
         if candidate.is_dir():
             return candidate

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "resources" / "screenshot.png"
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[3] / "resources" / "screenshot.png"
 README_SIZE = (1360, 860)
 LAPTOP_SIZE = (1280, 800)
 STAGED_FREE_FRACTION = 0.07
