@@ -49,6 +49,7 @@ COMMAND_MODULES: dict[str, str] = {
     "check-quality": "check_quality_command",
     "bench": "bench_command",
     "serve": "serve_command",
+    "mcp": "mcp_command",
 }
 
 

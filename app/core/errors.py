@@ -29,3 +29,7 @@ class SettingsError(KnownError):
 
 class InputError(KnownError):
     """A file or argument given by the user cannot be used (e.g. a binary document)."""
+
+
+class ToolServerError(KnownError):
+    """A tool (MCP) server is misconfigured, fails to start, dies, or times out."""
