@@ -246,7 +246,7 @@ class AgentRoutes:
             watcher.cancel()
 
     async def _responses_stream(self, bridge: Bridge, first: Any, writer):
-        yield writer.created()
+        yield writer.opening()
         async for item in events(bridge, first, self.keepalive_s):
             if item is TICK:
                 yield responses.KEEPALIVE

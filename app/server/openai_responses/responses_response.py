@@ -88,7 +88,7 @@ class ResponseStream:
         self._sequence += 1
         return sse(body)
 
-    def created(self) -> bytes:
+    def opening(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
         return self._event("response.created", response=self.response_object()) + (
             self._event("response.in_progress", response=self.response_object())
