@@ -487,8 +487,9 @@ def _too_long(details: dict, reason: str) -> str:
     if prompt > limit:
         return f"prompt is too long: {prompt} tokens > {limit} maximum"
     return (
-        f"input length and max_tokens exceed context limit: {prompt} + "
-        f"{details['max_tokens']} > {limit}, decrease input length or max_tokens "
+        # Claude Code parses exactly these words and retries with fewer max_tokens.
+        f"input length and `max_tokens` exceed context limit: {prompt} + "
+        f"{details['max_tokens']} > {limit}, decrease input length or `max_tokens` "
         "and try again"
     )
 

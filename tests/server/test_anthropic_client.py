@@ -43,7 +43,9 @@ def test_a_message_streamed_and_not_with_usage_and_reuse(serve, model_id):
     kinds = []
     with client.messages.stream(
         model="swapless",
-        system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+        system=[
+            {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}
+        ],
         messages=messages,
         max_tokens=6,
     ) as stream:
@@ -160,7 +162,11 @@ def test_tool_use_history_is_accepted_and_counted(serve, model_id):
                     {
                         "role": "user",
                         "content": [
-                            {"type": "tool_result", "tool_use_id": "nope", "content": "x"}
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": "nope",
+                                "content": "x",
+                            }
                         ],
                     }
                 ]
@@ -244,7 +250,9 @@ def test_over_the_limit_is_refused_in_anthropic_words_never_trimmed(
             messages=[{"role": "user", "content": "word " * 30}],
             max_tokens=250,
         )
-    assert "exceed context limit" in raised.value.message
+    assert "input length and `max_tokens` exceed context limit: " in (
+        raised.value.message
+    )
 
 
 def test_api_key_by_x_api_key_or_bearer(serve, model_id):

@@ -29,7 +29,10 @@ def test_a_response_streamed_and_not_with_cached_tokens(serve, model_id):
     server = serve()
     client = client_for(server)
     first = client.responses.create(
-        model=model_id, instructions=SYSTEM, input="Item 1 is blue.", max_output_tokens=6
+        model=model_id,
+        instructions=SYSTEM,
+        input="Item 1 is blue.",
+        max_output_tokens=6,
     )
     assert first.status == "incomplete"
     assert first.incomplete_details.reason == "max_output_tokens"
@@ -70,7 +73,11 @@ def test_function_call_items_and_tools_are_accepted(serve, model_id):
     items = [
         {"type": "message", "role": "developer", "content": "Be terse."},
         {"role": "user", "content": "List files"},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use shell."}]},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Use shell."}],
+        },
         {
             "type": "function_call",
             "call_id": "call_1",
@@ -95,11 +102,32 @@ def test_function_call_items_and_tools_are_accepted(serve, model_id):
 @pytest.mark.parametrize(
     ("change", "code", "words"),
     [
-        ({"previous_response_id": "resp_1"}, "previous_response_not_found", "stateless"),
-        ({"input": [{"type": "function_call_output", "call_id": "x", "output": "y"}]},
-         "invalid_value", "unknown call_id"),
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-         "invalid_value", "text only"),
+        (
+            {"previous_response_id": "resp_1"},
+            "previous_response_not_found",
+            "stateless",
+        ),
+        (
+            {
+                "input": [
+                    {"type": "function_call_output", "call_id": "x", "output": "y"}
+                ]
+            },
+            "invalid_value",
+            "unknown call_id",
+        ),
+        (
+            {
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_image", "image_url": "x"}],
+                    }
+                ]
+            },
+            "invalid_value",
+            "text only",
+        ),
         ({"input": [{"type": "teleport"}]}, "invalid_value", "'teleport'"),
         ({"text": {"format": {"type": "json_schema"}}}, "invalid_value", "text"),
         ({"max_output_tokens": "many"}, "invalid_value", "max_output_tokens"),
@@ -127,7 +155,9 @@ def test_over_the_limit_is_context_length_exceeded(serve, model_id, make_preset)
 def test_completions_streamed_and_not_and_fim_refused(serve, model_id):
     server = serve()
     client = client_for(server)
-    reply = client.completions.create(model=model_id, prompt="def add(a, b):", max_tokens=5)
+    reply = client.completions.create(
+        model=model_id, prompt="def add(a, b):", max_tokens=5
+    )
     assert reply.object == "text_completion"
     assert reply.choices[0].text and reply.choices[0].finish_reason == "length"
     assert reply.usage.completion_tokens == 5

@@ -259,9 +259,19 @@ def _messages(value: Any, counter: list[int]) -> tuple[ChatMessage, ...]:
         if not isinstance(message, dict):
             raise _fail(f"{where}: must be an object.", where)
         role = message.get("role")
+        if role == "system":
+            # Claude Code's mid-conversation system messages (beta
+            # mid-conversation-system): kept in place, so the cached prefix before
+            # them stays valid, as a reminder in a user turn (chat templates accept
+            # a system turn only first).
+            text = _text_of(message.get("content"), f"{where}.content", counter)
+            out.append(
+                ChatMessage("user", f"<system-reminder>\n{text}\n</system-reminder>")
+            )
+            continue
         if role not in ("user", "assistant"):
             raise _fail(
-                f"{where}.role: must be 'user' or 'assistant', got {role!r}.",
+                f"{where}.role: must be 'user', 'assistant' or 'system', got {role!r}.",
                 f"{where}.role",
             )
         content = message.get("content")
