@@ -248,15 +248,21 @@ class CompletionService:
         # with tools (or from an agent protocol) is refused with the numbers, never
         # trimmed behind its back.
         never_trim = request.never_trim or bool(request.tools)
-        lease = self.index.acquire(history.hashes, history.system_count)
+        view = model_view(history, self.records.lookup(history), costs.style)
+        prompt_ids = self._prompt_ids(view, request)
+        lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
         finished = None
         try:
-            view = model_view(history, self.records.lookup(history), costs.style)
+            if lease.fork_from:  # a branch: start from the shared prefix, a copy
+                engine.fork_cache(
+                    lease.fork_from, lease.key, lease.fork_tokens, preset.kv_settings()
+                )
             outcome: TrimOutcome | None = None
             reason = ""
             for _ in range(MAX_TRIM_ROUNDS):
-                prompt_tokens = self._prompt_tokens(view, request)
+                prompt_ids = self._prompt_ids(view, request)
+                prompt_tokens = len(prompt_ids)
                 details = {
                     "prompt_tokens": prompt_tokens,
                     "max_tokens": sampling.max_tokens,
@@ -341,7 +347,12 @@ class CompletionService:
                 else:
                     yield event
         finally:
-            self.index.release(lease, history.hashes if ran else None)
+            self.index.release(
+                lease,
+                history.hashes if ran else None,
+                prompt_ids if ran else None,
+                engine.cache_state(lease.key).kv_bytes,
+            )
         yield finished
 
     def _generate(
@@ -455,12 +466,12 @@ class CompletionService:
         """
         history = ClientHistory.of(request.messages)
         view = model_view(history, None, "system")
-        return self._prompt_tokens(view, request)
+        return len(self._prompt_ids(view, request))
 
-    def _prompt_tokens(self, view: ModelView, request: ChatRequest) -> int:
+    def _prompt_ids(self, view: ModelView, request: ChatRequest) -> list[int]:
         try:
             messages = self._model_messages(view, request)
-            return len(self.engine.render(messages, True, **self._tool_kwargs(request)))
+            return self.engine.render(messages, True, **self._tool_kwargs(request))
         except Exception as exc:  # jinja refuses e.g. roles out of order
             raise RequestError(
                 f"The model's chat template cannot render these messages: {exc}",

@@ -6,7 +6,8 @@ the token ids it was last filled with. `BranchTrie` is a radix trie over them (s
 prefixes stored once) that finds, for a new prompt, the branch sharing the longest
 common prefix with it — whatever its history. `plan` turns that into what to do:
 
-- ``continue`` the branch when the prompt extends it (the cache only grows);
+- ``continue`` the branch when the prompt extends it (the cache only grows), or
+  diverges only in its last few tokens;
 - ``fork`` it when the prompt diverges inside it: its first ``common`` tokens are
   copied into a new cache, so both branches stay live (a subagent does not destroy its
   parent's cache, nor the parent its subagent's);
@@ -28,6 +29,11 @@ from typing import Literal, Protocol
 # Copying fewer tokens than this is not worth a fork: the prefix cache or a prefill
 # is as cheap.
 MIN_FORK_TOKENS = 256
+
+# A branch whose part beyond the shared prefix is this short is continued (cut back)
+# rather than copied: its generation prompt re-tokenized with the reply after it, or a
+# short last turn edited, costs less to recompute than a copy of the prefix.
+SMALL_TAIL = 16
 
 Action = Literal["continue", "fork", "new"]
 
@@ -215,7 +221,7 @@ class BranchTrie:
         match = self.longest(tokens, busy)
         if match is None or match.common == 0:
             return Plan("new")
-        if match.common >= match.length:
+        if match.length - match.common <= SMALL_TAIL:
             return Plan("continue", match.key, match.common)
         if match.common >= min_fork:
             return Plan("fork", match.key, match.common)

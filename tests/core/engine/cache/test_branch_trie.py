@@ -22,22 +22,31 @@ def test_a_conversation_continues_its_own_branch():
 
 def test_subagents_fork_the_shared_prefix_and_both_stay_live():
     trie = BranchTrie()
-    trie.insert("main", PREFIX + [1, 2, 3])
+    main = PREFIX + [1, 2, 3] * 20
+    trie.insert("main", main)
     plan = trie.plan(PREFIX + [7, 8])
     assert plan == Plan("fork", "main", 600)
-    trie.insert("sub", PREFIX + [7, 8])
+    trie.insert("sub", PREFIX + [7, 8] * 20)
     # Each continues its own branch afterwards.
-    assert trie.plan(PREFIX + [1, 2, 3, 9]).key == "main"
-    assert trie.plan(PREFIX + [7, 8, 9]).key == "sub"
+    assert trie.plan(main + [9]).key == "main"
+    assert trie.plan(PREFIX + [7, 8] * 20 + [9]).key == "sub"
     assert len(trie) == 2
 
 
 def test_a_changed_tool_at_the_end_costs_only_the_tail():
     trie = BranchTrie()
     tools = PREFIX[:-10]
-    trie.insert("a", PREFIX + [1, 2])
-    plan = trie.plan(tools + [5] * 10 + [1, 2])
+    history = list(range(50))
+    trie.insert("a", PREFIX + history)
+    plan = trie.plan(tools + [5] * 10 + history)
     assert plan == Plan("fork", "a", 590)
+
+
+def test_a_branch_differing_only_in_its_last_tokens_is_continued():
+    """The previous prompt's generation header re-tokenizes with the reply after it."""
+    trie = BranchTrie()
+    trie.insert("a", PREFIX + [1, 2, 3])
+    assert trie.plan(PREFIX + [1, 2, 4, 5, 6]) == Plan("continue", "a", 602)
 
 
 def test_the_longest_of_several_branches_wins_and_recency_breaks_ties():
@@ -65,10 +74,10 @@ def test_busy_branches_are_left_out():
 
 def test_little_shared_is_a_new_cache_and_a_retry_of_the_same_prompt_continues():
     trie = BranchTrie()
-    trie.insert("a", [1, 2, 3, 4, 5])
+    trie.insert("a", [1, 2, 3, 4, 5] * 10)
     assert trie.plan([1, 2, 9]) == Plan("new")
     assert trie.plan([7]) == Plan("new")
-    assert trie.plan([1, 2, 3, 4, 5]) == Plan("continue", "a", 5)
+    assert trie.plan([1, 2, 3, 4, 5] * 10) == Plan("continue", "a", 50)
 
 
 def test_remove_and_replace_keep_the_trie_consistent():
