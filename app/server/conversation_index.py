@@ -23,8 +23,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from app.core.engine.cache.branch_trie import BranchTrie

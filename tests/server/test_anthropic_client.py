@@ -269,3 +269,101 @@ def test_api_key_by_x_api_key_or_bearer(serve, model_id):
     assert bearer.messages.create(
         model=model_id, messages=[{"role": "user", "content": "hi"}], max_tokens=2
     ).content
+
+
+def test_a_subagent_branch_reuses_the_shared_prefix_and_the_parent_stays_live(
+    serve, model_id
+):
+    """Agents' sessions: the parent's cache is forked for a subagent that shares its
+    instructions and first exchange, and the parent's next turn still reuses all of
+    its own history."""
+    server = serve()
+    client = client_for(server)
+    instructions = " ".join(
+        f"Rule {i}: answer in the tone of item {i}." for i in range(40)
+    )
+    opening = [
+        {"role": "user", "content": "Start the task."},
+        {"role": "assistant", "content": "Starting."},
+    ]
+    parent = [*opening, {"role": "user", "content": "Now list the items, please."}]
+    first = client.messages.create(
+        model=model_id, system=instructions, messages=parent, max_tokens=4
+    )
+    shared = client.messages.count_tokens(
+        model=model_id,
+        system=instructions,
+        messages=opening + [{"role": "user", "content": "x"}],
+    ).input_tokens
+    assert shared > 300  # a prefix worth forking
+    child = [
+        *opening,
+        {"role": "user", "content": "Subtask: count the rules one by one."},
+    ]
+    sub = client.messages.create(
+        model=model_id, system=instructions, messages=child, max_tokens=4
+    )
+    # The subagent reused the shared prefix (system + first exchange), copied.
+    assert sub.usage.cache_read_input_tokens >= shared - 16  # "x" and the header
+    # The parent's cache was not cut back by the subagent: its whole prompt is reused.
+    parent += [
+        {"role": "assistant", "content": first.content[0].text},
+        {"role": "user", "content": "Next."},
+    ]
+    again = client.messages.create(
+        model=model_id, system=instructions, messages=parent, max_tokens=4
+    )
+    prompt = first.usage.input_tokens + first.usage.cache_read_input_tokens
+    # (Its generation header's last token may re-tokenize with the reply after it.)
+    assert again.usage.cache_read_input_tokens >= prompt - 1
+    assert len(server.service.index.branches) == 2
+
+
+def test_quiet_streams_get_pings_and_a_client_that_leaves_stops_generation(
+    serve, model_id
+):
+    import http.client
+    import json
+    import time
+
+    server = serve()
+    server._app.agent.keepalive_s = 0.001  # every pause between tokens is "quiet"
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", server.status().port, timeout=60
+    )
+    body = {
+        "model": model_id,
+        "max_tokens": 6,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    connection.request(
+        "POST", "/v1/messages", json.dumps(body), {"Content-Type": "application/json"}
+    )
+    raw = connection.getresponse().read().decode()
+    connection.close()
+    names = [line[7:] for line in raw.splitlines() if line.startswith("event: ")]
+    assert "ping" in names
+    assert names[0] == "message_start" and names[-1] == "message_stop"
+
+    # A long reply, and the client leaves after its first text delta.
+    server._app.agent.keepalive_s = 15.0
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", server.status().port, timeout=60
+    )
+    connection.request(
+        "POST",
+        "/v1/messages",
+        json.dumps({**body, "max_tokens": 4000}),
+        {"Content-Type": "application/json"},
+    )
+    response = connection.getresponse()
+    while b"text_delta" not in response.readline():
+        pass
+    connection.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and server.service.active_requests:
+        time.sleep(0.05)
+    assert server.service.active_requests == 0
+    summary = server.service.recent[-1]
+    assert summary.outcome == "cancelled" and summary.completion_tokens < 4000

@@ -188,7 +188,9 @@ class BranchTrie:
 
     # -- questions -------------------------------------------------------------------
 
-    def longest(self, tokens: Sequence[int], exclude: Iterable[str] = ()) -> Match | None:
+    def longest(
+        self, tokens: Sequence[int], exclude: Iterable[str] = ()
+    ) -> Match | None:
         """The branch sharing the longest prefix with ``tokens`` (the most recently
         used of equals), ``exclude``'s keys left out; None when there is no branch."""
         excluded = set(exclude)
