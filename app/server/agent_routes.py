@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -22,6 +22,7 @@ from starlette.routing import Route
 from app.server.anthropic_messages import messages_response as anthropic
 from app.server.anthropic_messages.messages_request import parse_messages_request
 from app.server.bridge import GONE, TICK, Bridge, Failed
+from app.server.completion import CompletionService
 from app.server.completions import text_completion
 from app.server.errors import RequestError, as_request_error
 from app.server.events import Accepted, Finished, TextDelta
@@ -29,15 +30,29 @@ from app.server.openai_chat import openai_response as openai
 from app.server.openai_responses import responses_response as responses
 from app.server.openai_responses.responses_request import parse_responses_request
 
-if TYPE_CHECKING:
-    from app.server.http_app import ServerApp
-
 logger = logging.getLogger(__name__)
 # Agents' HTTP clients give up on a socket silent for a minute or so; Anthropic pings.
 KEEPALIVE_S = 15.0
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 ErrorShape = Callable[[RequestError | None], Response]
+
+
+class ServerApp(Protocol):
+    """What the routes use of `app.server.http_app.ServerApp` (which imports this)."""
+
+    service: CompletionService
+
+    def guard(self, request: Request) -> tuple[RequestError, dict | None] | None: ...
+
+    async def body(self, request: Request) -> bytes: ...
+
+    async def begin(
+        self,
+        request: Request,
+        run: Callable[[Any], Any],
+        errors: ErrorShape,
+    ) -> Any: ...
 
 
 def anthropic_error(
