@@ -258,7 +258,7 @@ def _input(value: Any) -> tuple[ChatMessage, ...]:
             raise _fail(f"'{where}' must be an object.", where)
         kind = item.get("type", "message")
         if kind == "message":
-            role = ROLES.get(item.get("role"))
+            role = ROLES.get(str(item.get("role")))
             if role is None:
                 raise _fail(
                     f"'{where}.role' must be user, assistant, system or developer.",
