@@ -156,3 +156,43 @@ def test_responses_input_items_become_template_messages():
         "name": "w",
     }
     assert request.chat.never_trim
+
+
+def test_an_error_after_the_stream_started_is_response_failed():
+    from app.server.errors import ServiceUnavailable
+
+    request = parse_responses_request(b'{"model": "m", "input": "hi"}')
+    writer = responses.ResponseStream("m", request, 0)
+    writer.opening()
+    raw = writer.failed(ServiceUnavailable("The server is stopping.", "shutting_down"))
+    (name, body), *_ = _events(raw)
+    assert name == "response.failed"
+    assert body["response"]["status"] == "failed"
+    assert body["response"]["error"] == {
+        "code": "shutting_down",
+        "message": "The server is stopping.",
+    }
+    stream = anthropic.MessageStream("m")
+    (name, body), *_ = _events(stream.error(None))
+    assert name == "error" and body["error"]["type"] == "api_error"
+
+
+def test_fill_in_the_middle_uses_the_tokenizers_own_tokens():
+    from app.server.completions.text_completion import (
+        CompletionRequest,
+        fim_tokens,
+        prompt_ids,
+    )
+
+    special = {"<|fim_prefix|>": 7, "<|fim_suffix|>": 8, "<|fim_middle|>": 9}
+
+    class Tokenizer:
+        def encode(self, text: str) -> list[int]:
+            if text in special:
+                return [special[text]]
+            return [100 + ord(c) for c in text]
+
+    assert fim_tokens(Tokenizer().encode) == (7, 8, 9)
+    assert fim_tokens(lambda text: [1, 2]) is None
+    request = CompletionRequest("m", "ab", "c", False, 4, None, None, (), None)
+    assert prompt_ids(Tokenizer(), request) == [7, 197, 198, 8, 199, 9]

@@ -173,3 +173,20 @@ def test_completions_streamed_and_not_and_fim_refused(serve, model_id):
             model=model_id, prompt="def add(a, b):", suffix="\n", max_tokens=4
         )
     assert "no FIM tokens" in raised.value.message
+
+
+def test_a_body_over_the_limit_is_refused_in_each_protocols_shape(serve, model_id):
+    server = serve(max_body_bytes=2000)
+    big = {
+        "model": model_id,
+        "max_tokens": 2,
+        "input": "x" * 5000,
+        "messages": [{"role": "user", "content": "x" * 5000}],
+    }
+    status, _, body = call(server, "POST", "/v1/messages", big)
+    assert status == 413 and body["type"] == "error"
+    assert body["error"]["type"] == "request_too_large"
+    status, _, body = call(server, "POST", "/v1/responses", big)
+    assert status == 413 and body["error"]["code"] == "request_too_large"
+    status, _, body = call(server, "POST", "/v1/messages", b"[1, 2]")
+    assert status == 400 and body["error"]["type"] == "invalid_request_error"
