@@ -196,3 +196,23 @@ def test_fill_in_the_middle_uses_the_tokenizers_own_tokens():
     assert fim_tokens(lambda text: [1, 2]) is None
     request = CompletionRequest("m", "ab", "c", False, 4, None, None, (), None)
     assert prompt_ids(Tokenizer(), request) == [7, 197, 198, 8, 199, 9]
+
+
+def test_codex_namespace_tools_are_opened_and_hosted_tools_left_out():
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {}},
+            {
+                "type": "namespace",
+                "name": "multi_agent_v1",
+                "tools": [
+                    {"type": "function", "name": "close_agent", "parameters": {}}
+                ],
+            },
+            {"type": "web_search"},
+        ],
+    }
+    request = parse_responses_request(json.dumps(body).encode())
+    assert [t.name for t in request.chat.tools] == ["exec_command", "close_agent"]

@@ -110,7 +110,8 @@ def parse_messages_request(body: bytes, *, count_only: bool = False) -> Messages
     return MessagesRequest(
         chat=chat,
         stream=stream,
-        thinking=thinking is not None and thinking.get("type") in ("enabled", "adaptive"),
+        thinking=thinking is not None
+        and thinking.get("type") in ("enabled", "adaptive"),
     )
 
 

@@ -174,7 +174,7 @@ def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], set[str]]:
     if not isinstance(value, list) or len(value) > MAX_TOOLS:
         raise _fail(f"'tools' must be a list of at most {MAX_TOOLS} tools.", "tools")
     tools, custom = [], set()
-    for index, tool in enumerate(value):
+    for index, tool in enumerate(_flatten(value)):
         where = f"tools[{index}]"
         if not isinstance(tool, dict):
             raise _fail(f"'{where}' must be an object.", where)
@@ -194,6 +194,19 @@ def _tools(value: Any) -> tuple[tuple[ToolSpec, ...], set[str]]:
             raise _fail(f"'{where}.parameters' must be a JSON schema object.", where)
         tools.append(ToolSpec(name, str(description), parameters))
     return tuple(tools), custom
+
+
+def _flatten(tools: list) -> list:
+    """Tools with Codex's ``namespace`` groups opened: their function tools are
+    offered under their own names."""
+    out: list = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            inner = tool.get("tools")
+            out.extend(inner if isinstance(inner, list) else [])
+        else:
+            out.append(tool)
+    return out
 
 
 def _tool_choice(value: Any, tools: tuple[ToolSpec, ...]) -> str:
