@@ -25,7 +25,7 @@ def build_greeting_model(tiny: Path, folder: Path) -> Path:
     shutil.copytree(tiny, folder, dirs_exist_ok=True)
     config = json.loads((folder / "config.json").read_text())
     config["tie_word_embeddings"] = False
-    # Agents' prompts are long (Codex's is ~15K tokens); a bigram model has no use
+    # Agents' prompts are long (Codex's is ~18K tokens); a bigram model has no use
     # for positions, so any context is as good as the trained one.
     config["max_position_embeddings"] = 32768
     (folder / "config.json").write_text(json.dumps(config, indent=2))

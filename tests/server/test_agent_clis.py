@@ -3,7 +3,7 @@
 Each CLI runs one non-interactive turn against the greeting model (`greeting_model`:
 it answers "Hello from Swapless" and stops, as the CLIs require) and must exit 0 with
 that reply printed. Measured on the 2-core test machine (shared): Claude Code 9–13 s (a 2.7K-token
-prompt with ``--tools ""``), Codex 100–200 s (its ~15K-token prompt with its tools is
+prompt with ``--tools ""``), Codex 100–200 s (its ~18K-token prompt with its tools is
 prefilled on the CPU; marked slow, run by `make test-slow`). Skipped, saying why, when a binary is not installed (`.ci/run`
 installs both with npm).
 """
@@ -106,7 +106,7 @@ def test_claude_code_prints_the_reply(swapless_serve, tmp_path):
     assert GREETING.strip() in done.stdout
 
 
-@pytest.mark.slow  # 2-3 minutes: a ~15K-token prefill on the CPU
+@pytest.mark.slow  # 2-3 minutes: an ~18K-token prefill on the CPU
 def test_codex_exec_prints_the_reply(swapless_serve, tmp_path):
     codex = _binary("codex")
     home = tmp_path / "codex-home"
