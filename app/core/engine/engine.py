@@ -256,6 +256,31 @@ class Engine(EngineThread):
             raise ValueError(f"max_idle_caches must be >= 0, got {count!r}")
         self.submit(setattr, self._caches, "max_idle", count)
 
+    def fork_cache(self, source: str, target: str, length: int, kv: KVSettings) -> int:
+        """Copy the first ``length`` tokens of ``source``'s cache into ``target``'s.
+
+        Both stay live: a branch (a subagent, an edited turn) starts from the shared
+        prefix without cutting the cache it came from. Blocks until done.
+
+        Returns:
+            Tokens copied: ``length``, or 0 when ``source`` cannot give exactly that
+            prefix (no cache, another precision, a spliced cache, or sliding/recurrent
+            layers without a checkpoint there); ``target`` is then left as it was.
+        """
+        return self.submit(self._fork_cache, source, target, length, kv).result()
+
+    def _fork_cache(self, source: str, target: str, length: int, kv: KVSettings) -> int:
+        origin = self._caches.get(source)
+        if origin is None or not origin.matches_precision(kv):
+            return 0
+        layers = origin.layers_at(length)
+        if layers is None:
+            return 0
+        tokens = origin.token_ids[:length]
+        self._cache_for(target, kv).adopt(layers, tokens)
+        self._caches.publish(target)
+        return length
+
     def drop_cache(self, key: str) -> None:
         """Forget a conversation's cache (its next turn re-prefills)."""
         self.submit(self._caches.forget, key).result()

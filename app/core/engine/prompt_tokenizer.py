@@ -13,6 +13,7 @@ detokenizer, which has state, stays with the engine thread.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -78,10 +79,8 @@ class PromptTokenizer:
         Returns:
             A new list (callers may change it).
         """
-        key = (
-            add_generation_prompt,
-            tuple((m["role"], m["content"]) for m in messages),
-        )
+        # Every field counts (tool calls, reasoning), not just role and text.
+        key = (add_generation_prompt, json.dumps(list(messages), sort_keys=True))
         cached = self._renders.get(key)
         if cached is None:
             text = self._tokenizer.apply_chat_template(

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.turn.parts import ToolCall, ToolSpec
 from app.server.errors import RequestError
 
 ROLES = ("system", "user", "assistant")
@@ -33,16 +34,32 @@ class ChatMessage:
     """One message as the model's chat template receives it.
 
     Attributes:
-        role: ``system``, ``user`` or ``assistant``.
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
         content: Its text (text parts joined).
+        reasoning_content: An assistant turn's reasoning, when the client sent it.
+        tool_calls: The calls an assistant turn made.
+        tool_call_id: For a ``tool`` message, the call it answers.
+        name: For a ``tool`` message, the function's name.
     """
 
     role: str
     content: str
+    reasoning_content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
 
     def as_dict(self) -> dict:
-        """The ``{"role", "content"}`` dict the engine renders."""
-        return {"role": self.role, "content": self.content}
+        """The dict the engine renders (Hugging Face's chat-template keys)."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning_content:
+            message["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            message["tool_calls"] = [call.template_dict() for call in self.tool_calls]
+        if self.role == "tool":
+            message["tool_call_id"] = self.tool_call_id
+            message["name"] = self.name
+        return message
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,11 @@ class ChatRequest:
         top_p: Nucleus threshold, or None for the preset's.
         stop: Sequences that end the reply (not included in it).
         seed: Sampling seed, or None.
+        tools: Functions the model may call.
+        tool_choice: ``auto``, ``none``, ``required``, or the name of the one
+            function it must call.
+        never_trim: Refuse with the numbers instead of trimming when over the limit
+            (agents compact their own history; set for every request with tools).
     """
 
     model: str
@@ -70,6 +92,9 @@ class ChatRequest:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
+    never_trim: bool = False
 
 
 def parse_json_body(body: bytes) -> dict:
