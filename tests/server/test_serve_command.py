@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -73,3 +74,58 @@ def test_serve_answers_then_stops_on_ctrl_c(tiny_model_dir, swapless_home):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_key_on_the_command_line_is_refused(swapless_home):
+    process = start(["--api-key", "s3cret-key", "--port", "0"], swapless_home)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "--api-key-file" in lines[0], stderr
+    assert "s3cret-key" not in stderr
+
+
+def test_a_key_file_others_can_read_is_refused(swapless_home, tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret-key\n")
+    key_file.chmod(0o644)
+    process = start(["--api-key-file", str(key_file), "--port", "0"], swapless_home)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert f"chmod 600 {key_file}" in stderr and "s3cret-key" not in stderr
+
+
+def test_the_key_file_guards_the_server_and_stays_out_of_the_process_list(
+    tiny_model_dir, swapless_home, tmp_path
+):
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret-key\n")
+    key_file.chmod(0o600)
+    process = start(
+        [
+            "--model",
+            str(tiny_model_dir),
+            "--port",
+            "0",
+            "--api-key-file",
+            str(key_file),
+        ],
+        swapless_home,
+    )
+    try:
+        banner = process.stderr.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", banner)
+        assert found and "API key required" in banner, banner
+        with open(f"/proc/{process.pid}/cmdline", "rb") as cmdline:
+            assert b"s3cret-key" not in cmdline.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{found.group(1)}/models", timeout=30)
+        assert refused.value.code == 401
+        request = urllib.request.Request(
+            f"{found.group(1)}/models", headers={"Authorization": "Bearer s3cret-key"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
