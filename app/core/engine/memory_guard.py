@@ -8,7 +8,6 @@ own memory and wired limits from it (on the CPU backend MLX ignores them).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from app.core.budget.weights_check import check_layers_present
 from app.core.engine.cpu import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import BudgetError, ModelLoadError
+from app.core.files import bounded_read
 from app.core.presets.generation_settings import KVSettings
 
 # The most compact KV precisions first: a model refused at these cannot run at all.
@@ -67,11 +67,13 @@ def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
     """
     folder = Path(folder).expanduser()
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = bounded_read.read_json(
+            folder / "config.json", what="The model configuration"
+        )
         if not isinstance(config, dict):
             return
-    except (OSError, ValueError):
-        return
+    except (OSError, bounded_read.FileReadError):
+        return  # the loader says what is wrong with it
     check_layers_present(folder, config)
     try:
         estimate = resident_weights_bytes(
