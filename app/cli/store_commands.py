@@ -38,7 +38,7 @@ def register(subcommands) -> None:
     importer.set_defaults(run=run_import)
 
     search = subcommands.add_parser("search", help="search every message and title")
-    search.add_argument("text", metavar="TEXT")
+    search.add_argument("text", type=arg_types.text, metavar="TEXT")
     search.add_argument("--limit", type=arg_types.count, default=20, metavar="N")
     search.add_argument("--json", action="store_true", help="one JSON array")
     search.set_defaults(run=run_search)

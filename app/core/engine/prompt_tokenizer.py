@@ -77,8 +77,12 @@ class PromptTokenizer:
             add_generation_prompt: Append the assistant's turn header.
 
         Returns:
-            A new list (callers may change it).
+            A new list (callers may change it); empty for no messages, which is
+            what a conversation without a system prompt has before its first
+            message (chat templates refuse to render an empty conversation).
         """
+        if not messages:
+            return []
         # Every field counts (tool calls, reasoning), not just role and text.
         key = (add_generation_prompt, json.dumps(list(messages), sort_keys=True))
         cached = self._renders.get(key)

@@ -40,7 +40,7 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
 }
 # What may contain brackets without nesting anything: strings and comments.
-_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+JSON_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _TOML_STRINGS = re.compile(
     r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*'
 )
@@ -147,7 +147,7 @@ def parse_json(text: str, *, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> 
         FileReadError: The JSON is malformed, too deep, or holds NaN, Infinity or an
             integer too long to convert.
     """
-    depth = nesting_depth(_JSON_STRINGS.sub("", text))
+    depth = nesting_depth(JSON_STRINGS.sub("", text))
     if depth > max_depth:
         raise FileReadError(_too_deep(where, depth, max_depth))
     try:
@@ -191,8 +191,8 @@ def read_toml(
 def nesting_depth(text: str) -> int:
     """Return how deeply brackets and braces nest in ``text`` (strings removed first)."""
     brackets = _NOT_BRACKETS.sub("", text)
-    if not brackets:
-        return 0
+    if len(brackets) < 2:
+        return len(brackets)
     return max(accumulate(1 if c in "[{" else -1 for c in brackets))
 
 
