@@ -76,3 +76,31 @@ def test_the_server_still_answers_afterwards(server, model_id):
         server, "POST", "/v1/chat/completions", _chat(model_id, max_tokens="2")
     )
     assert status == 200 and body["usage"]["completion_tokens"] <= 2
+
+
+@pytest.mark.parametrize("auto_trim", [True, False])
+def test_an_over_long_message_is_refused_before_it_is_tokenized(
+    serve, make_preset, engine, model_id, monkeypatch, auto_trim
+):
+    """One 8 MiB message cost 2.1 GiB to tokenize, and the tokenizer kept it."""
+    server = serve(make_preset(max_context=2048, auto_trim=auto_trim))
+    tokenizer = engine.tokenizer
+    encoded: list[int] = []
+    real_encode = tokenizer.encode
+
+    def encode(text: str) -> list[int]:
+        encoded.append(len(text))
+        return real_encode(text)
+
+    monkeypatch.setattr(tokenizer, "encode", encode)
+    huge = "word " * (2 * 2**20 // 5)  # 2 MiB of text
+    status, _, body = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        {"model": model_id, "messages": [{"role": "user", "content": huge}]},
+    )
+    assert status == 400, body
+    assert_openai_error(body, "context_length_exceeded", "at least")
+    assert all(n < len(huge) for n in encoded)  # never tokenized
+    assert body["error"]["swapless"]["effective_limit"] <= 2048
