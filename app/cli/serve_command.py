@@ -154,8 +154,40 @@ def read_key_file(path: Path) -> str:
     return key
 
 
+# SIGTERM or Ctrl+C must end the process within 2 s, even while a request is in a
+# long computation that cannot be interrupted (a trim of a huge history).
+STOP_GRACE_S = 0.6
+ENGINE_GRACE_S = 0.4
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted."""
+    """Serve until interrupted; leave promptly even if a request's work is stuck."""
+    code = _serve(args)
+    _leave_if_work_remains(code)
+    return code
+
+
+def _leave_if_work_remains(code: int) -> None:
+    """End the process now if request threads still run after the server stopped.
+
+    Their requests were cancelled and their clients answered or disconnected; the
+    server keeps nothing that needs saving, so waiting for them (at exit Python
+    joins every worker of a thread pool, daemon or not) would only keep a stopped
+    server alive: SIGTERM printed "Stopped." and the process never ended.
+    """
+    others = [
+        thread
+        for thread in threading.enumerate()
+        if thread is not threading.current_thread() and thread.is_alive()
+    ]
+    if others:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from app.core.engine.engine import Engine
     from app.core.modelkit.demo_model import DEMO_NOTICE
     from app.server.local_server import LocalServer
@@ -198,8 +230,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            server.stop()
+            # Requests still running are cancelled now; uvicorn would log each one's
+            # cancellation as a traceback.
+            logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+            server.stop(timeout=STOP_GRACE_S)
         _say("Stopped.")
         return 0
     finally:
-        engine.shutdown()
+        engine.shutdown(timeout=ENGINE_GRACE_S)
