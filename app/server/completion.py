@@ -565,7 +565,7 @@ def _refuse_unreadably_long(
         ContextLengthExceeded: The lower bound alone is over the limit.
     """
     messages = request.messages
-    if preset.auto_trim:
+    if preset.auto_trim and not getattr(request, "never_trim", False):
         messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
     fewest = sum(engine.tokenizer.fewest_tokens(m.content) for m in messages)
     if fewest + max_tokens > limit:
