@@ -9,8 +9,10 @@ SQLite or MLX cannot take (a negative seed, an id past 64 bits) never reaches th
 from __future__ import annotations
 
 import argparse
+import math
 
 from app.core.presets.generation_settings import MAX_SEED
+from app.core.text.unicode_text import invalid_text
 
 MAX_ID = 2**63 - 1
 """SQLite row ids are signed 64-bit integers."""
@@ -50,4 +52,31 @@ def count(text: str) -> int:
     value = _whole_number(text)
     if not 0 <= value <= MAX_ID:
         raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+MAX_SOAK_SECONDS = 7 * 24 * 3600.0
+"""A week: longer than any soak run anyone waits for."""
+
+
+def seconds(text: str) -> float:
+    """A duration: a finite number of seconds above 0 (a week at most)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, got {text!r}"
+        ) from None
+    if not math.isfinite(value) or not 0 < value <= MAX_SOAK_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds above 0 and at most {MAX_SOAK_SECONDS:g}, got {text}"
+        )
+    return value
+
+
+def text(value: str) -> str:
+    """Free text (a question, a system prompt, a search): it must be valid UTF-8."""
+    fault = invalid_text(value)
+    if fault is not None:
+        raise argparse.ArgumentTypeError(f"not UTF-8 text: {fault}")
     return value

@@ -16,6 +16,7 @@ from app.cli import arg_types
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
 from app.core.presets.presets import VALID_TRIM_METHODS
+from app.core.text.unicode_text import decode_line, invalid_text
 
 
 def register(subcommands) -> None:
@@ -38,7 +39,13 @@ def register(subcommands) -> None:
     parser.add_argument(
         "--preset", default=None, metavar="NAME", help="task preset (chat)"
     )
-    parser.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
+    parser.add_argument(
+        "--system",
+        default=None,
+        type=arg_types.text,
+        metavar="TEXT",
+        help="system prompt",
+    )
     parser.add_argument("--kv-bits", type=int, choices=VALID_KV_BITS)
     parser.add_argument("--kv-group", type=int, choices=VALID_KV_GROUPS)
     parser.add_argument("--quantized-kv-start", type=int, metavar="N")
@@ -82,6 +89,18 @@ def _preset_from_args(args, base):
         top_p=args.top_p,
         system_prompt=args.system,
     )
+
+
+def _read_line() -> str:
+    """One line of stdin; bytes that are not UTF-8 stay visible as escapes.
+
+    Read as bytes where stdin has them, so the check does not depend on the
+    locale's error handler (strict would raise, surrogateescape would pass).
+    """
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:
+        return sys.stdin.readline()
+    return decode_line(buffer.readline())[0]
 
 
 def _run_turn(turn, show: bool):
@@ -157,15 +176,28 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint) if interactive else None
     status = 0
+    line_number = 0
     try:
         while True:
             if interactive:
                 print("you> ", end="", flush=True)
-            line = sys.stdin.readline()
+            line, line_number = _read_line(), line_number + 1
             if not line:
                 break
             text = line.rstrip("\n")
             if not text.strip():
+                continue
+            fault = invalid_text(text)
+            if fault is not None:
+                # Refused at the edge, in words; the next lines are still answered.
+                message = (
+                    f"line {line_number} of the input is not UTF-8 text ({fault}); "
+                    "it was not sent"
+                )
+                _say(f"swapless: error: {message}")
+                if args.json:
+                    print(json.dumps({"error": message, "refused": True}), flush=True)
+                status = 2 if not interactive else 0
                 continue
             try:
                 if interactive:

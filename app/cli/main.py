@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from app import __version__
-from app.cli import blas
+from app.cli import arg_types, blas
 from app.core.errors import KnownError
 
 EXIT_OK = 0
@@ -76,7 +76,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--soak",
-        type=float,
+        type=arg_types.seconds,
         metavar="SECONDS",
         help="run the real window that long (gauge live, replies, a trim) and check it",
     )

@@ -40,11 +40,9 @@ class Runtime:
 def open_store(say: Callable[[str], None]) -> Store:
     """Open the store and tell the user about any recovery it did."""
     store = Store.open()
-    if store.recovered_from is not None:
-        say(
-            f"The conversation database was damaged; it was moved to "
-            f"{store.recovered_from} and a new one was started."
-        )
+    notice = store.recovery_notice()
+    if notice is not None:
+        say(notice)
     if getattr(store, "recovered_replies", 0):
         say(
             f"{store.recovered_replies} unfinished reply(s) of a Swapless process that "

@@ -26,15 +26,19 @@ def register(subcommands) -> None:
     export.set_defaults(run=run_export)
 
     importer = subcommands.add_parser(
-        "import", help="import a conversation exported as JSON"
+        "import",
+        help="import a conversation exported as JSON, or every readable "
+        "conversation of a database file (one set aside after damage)",
     )
     importer.add_argument(
-        "file", metavar="FILE", help="a JSON export ('-' reads stdin)"
+        "file",
+        metavar="FILE",
+        help="a JSON export ('-' reads stdin) or a Swapless database file",
     )
     importer.set_defaults(run=run_import)
 
     search = subcommands.add_parser("search", help="search every message and title")
-    search.add_argument("text", metavar="TEXT")
+    search.add_argument("text", type=arg_types.text, metavar="TEXT")
     search.add_argument("--limit", type=arg_types.count, default=20, metavar="N")
     search.add_argument("--json", action="store_true", help="one JSON array")
     search.set_defaults(run=run_search)
@@ -93,14 +97,41 @@ MAX_IMPORT_BYTES = 256 * 2**20
 memory (the JSON is parsed whole)."""
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def run_import(args: argparse.Namespace) -> int:
-    """Import a JSON export as a new conversation and print its id."""
+    """Import a JSON export (or a database file) as new conversations; print the ids."""
+    if args.file != "-" and _is_database(Path(args.file)):
+        return _import_database(Path(args.file))
     data = _read_export(args.file)
     with _open() as store:
         result = store.import_conversation(data)
     for note in result.notes:
         print(f"swapless: note: {note}", file=sys.stderr)
     print(result.conversation_id)
+    return 0
+
+
+def _is_database(path: Path) -> bool:
+    """Whether ``path`` is a regular file that starts like an SQLite database."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return False
+        with path.open("rb") as file:
+            return file.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False  # _read_export says what is wrong
+
+
+def _import_database(path: Path) -> int:
+    """Import every readable conversation of a database file; print the new ids."""
+    with _open() as store:
+        ids, report = store.import_database(path)
+    if not report.complete:
+        print(f"swapless: note: from {path}: {report.describe()}", file=sys.stderr)
+    for conversation_id in ids:
+        print(conversation_id)
     return 0
 
 

@@ -42,7 +42,10 @@ def register(subcommands) -> None:
         "file", metavar="FILE", help="text, Markdown, code, HTML, PDF or .docx file"
     )
     parser.add_argument(
-        "--question", metavar="TEXT", help="what to answer (default: a summary)"
+        "--question",
+        type=arg_types.text,
+        metavar="TEXT",
+        help="what to answer (default: a summary)",
     )
     parser.add_argument(
         "--preset",

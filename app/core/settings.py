@@ -10,10 +10,11 @@ refused with a message naming the key and the allowed values, like presets are.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 from app.core.budget.memory_budget import (
     DEFAULT_MEMORY_CAP_FRACTION,
@@ -24,7 +25,7 @@ from app.core.budget.memory_budget import (
     BudgetSettings,
 )
 from app.core.errors import SettingsError
-from app.core.files import paths, private_files
+from app.core.files import bounded_read, paths, private_files
 from app.core.known_keys import reject_unknown_keys
 from app.core.presets.presets import DEFAULT_PRESET
 
@@ -203,12 +204,12 @@ def load_settings(path: Path | None = None) -> AppSettings:
             an invalid value; the message names the file and the key.
     """
     path = Path(path) if path is not None else paths.settings_path()
-    if not path.exists():
-        return AppSettings()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"Settings file {path} cannot be read: {exc}") from exc
+        data = bounded_read.read_toml(path, what="The settings file")
+    except FileNotFoundError:
+        return AppSettings()
+    except bounded_read.FileReadError as exc:
+        raise SettingsError(str(exc)) from exc
     try:
         return AppSettings.from_dict(data)
     except SettingsError as exc:
@@ -225,26 +226,15 @@ def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
         SettingsError: The file cannot be written.
     """
     path = Path(path) if path is not None else paths.settings_path()
-    lines = [
-        "# Swapless settings. Edit in the app (Settings) or here; unknown keys are refused."
-    ]
-    lines += [f"{key} = {_toml(value)}" for key, value in settings.to_dict().items()]
+    text = (
+        "# Swapless settings. Edit in the app (Settings) or here; unknown keys are "
+        "refused.\n" + tomli_w.dumps(settings.to_dict())
+    )
     try:
         private_files.make_private_dir(path.parent)
-        private_files.write_private_text(path, "\n".join(lines) + "\n")
+        private_files.write_private_text(path, text)
     except OSError as exc:
         raise SettingsError(
             f"Settings file {path} cannot be written: {exc.strerror or exc}"
         ) from exc
     return path
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(item) for item in value) + "]"
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'

@@ -238,6 +238,7 @@ class CompletionService:
             seed=request.seed,
         )
         limit = self.effective_limit()
+        _refuse_unreadably_long(engine, request, preset, sampling.max_tokens, limit)
         costs = self._template_costs(info)
         history = ClientHistory.of(request.messages)
         pressure = self.pressure()
@@ -548,3 +549,38 @@ def _summary_of(event: Finished) -> RequestSummary:
         trimmed=bool(event.swapless.get("trimmed")),
         tokens_per_s=float(event.swapless.get("tokens_per_s", 0.0)),
     )
+
+
+def _refuse_unreadably_long(
+    engine, request: ChatRequest, preset, max_tokens: int, limit: int
+) -> None:
+    """Refuse, before tokenizing anything, a request that cannot fit whatever it holds.
+
+    What no trim can remove (the system messages and the newest message; everything
+    when auto-trim is off) is bounded from below by its characters
+    (`PromptTokenizer.fewest_tokens`); past the limit, tokenizing it would only cost
+    memory (2.1 GiB for one 8 MiB message) to reach the same refusal.
+
+    Raises:
+        ContextLengthExceeded: The lower bound alone is over the limit.
+    """
+    messages = request.messages
+    if preset.auto_trim and not getattr(request, "never_trim", False):
+        messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
+    fewest = sum(engine.tokenizer.fewest_tokens(m.content) for m in messages)
+    if fewest + max_tokens > limit:
+        raise ContextLengthExceeded(
+            f"The request needs at least {fewest:,} prompt tokens plus {max_tokens:,} "
+            f"for the reply, over the limit of {limit:,} tokens"
+            + (
+                " (the newest message alone does not fit, so trimming cannot help)."
+                if preset.auto_trim
+                else "."
+            ),
+            {
+                "prompt_tokens_at_least": fewest,
+                "max_tokens": max_tokens,
+                "effective_limit": limit,
+                "auto_trim": preset.auto_trim,
+            },
+        )

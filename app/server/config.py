@@ -82,8 +82,9 @@ class ServerConfig:
         if not is_loopback(self.host) and not self.api_key:
             raise SettingsError(
                 f"refusing to listen on {self.host} without an API key: anyone who can "
-                "reach it could use this machine's model. Pass --api-key KEY (or set "
-                "SWAPLESS_API_KEY), or keep the default host 127.0.0.1."
+                "reach it could use this machine's model. Pass --api-key-file FILE (a "
+                "file readable only by you) or set SWAPLESS_API_KEY, or keep the "
+                "default host 127.0.0.1."
             )
         for origin in self.cors_origins:
             if origin != "*" and not origin.startswith(("http://", "https://")):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from app.core.files import paths
+from app.core.files import paths, private_files
 
 FILE_NAME = "window-state.ini"
 
@@ -27,6 +27,8 @@ def save_window_state(
     state.setValue("window/splitter", splitter)
     state.setValue("chat/last_conversation", conversation_id if conversation_id else 0)
     state.sync()
+    # QSettings writes with the umask's mode; the file names the open conversation.
+    private_files.make_private(paths.app_home() / FILE_NAME)
 
 
 def load_window_state() -> tuple[QByteArray | None, QByteArray | None, int | None]:

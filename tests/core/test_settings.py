@@ -80,8 +80,14 @@ def test_unknown_keys_are_refused_with_the_known_ones(swapless_home):
 
 def test_a_file_that_is_not_toml_is_refused_in_words(swapless_home):
     (swapless_home / "settings.toml").write_text("theme = = dark")
-    with pytest.raises(SettingsError, match="cannot be read"):
+    with pytest.raises(SettingsError, match="settings.toml is not valid TOML"):
         load_settings()
+
+
+def test_control_characters_are_written_as_valid_toml(swapless_home):
+    settings = AppSettings().with_changes(last_model="/m/form\x0cfeed\x1b[0m\x7f")
+    save_settings(settings)
+    assert load_settings() == settings
 
 
 def test_a_partial_file_keeps_the_other_defaults(swapless_home):

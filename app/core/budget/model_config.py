@@ -9,11 +9,11 @@ every failure is a `ModelLoadError` naming the folder and the offending key.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import ModelLoadError
+from app.core.files import bounded_read
 
 CONFIG_FILE_NAME = "config.json"
 
@@ -46,20 +46,13 @@ def load_config(model_dir: Path) -> dict[str, Any]:
         raise ModelLoadError(f"Model folder {model_dir} does not exist.")
     path = model_dir / CONFIG_FILE_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        config = bounded_read.read_json(path, what="The model configuration")
     except FileNotFoundError:
         raise ModelLoadError(
             f"Model folder {model_dir} has no {CONFIG_FILE_NAME}."
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"Cannot read {path}: {exc}") from exc
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg})."
-        ) from exc
+    except bounded_read.FileReadError as exc:
+        raise ModelLoadError(str(exc)) from exc
     if not isinstance(config, dict):
         raise ModelLoadError(
             f"{path} must hold a JSON object, not {type(config).__name__}."

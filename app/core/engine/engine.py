@@ -121,10 +121,12 @@ class Engine(EngineThread):
         settings = memory_guard.settings_or_default(self._budget_settings)
         memory_guard.check_before_load(folder, settings)
         loaded = load_model_folder(folder)
+        # Before anything keeps the model: no budget means not loaded (issue #31).
+        budget = memory_guard.device_budget(loaded.info, settings)
         self._loaded = loaded
         self._tokenizer = PromptTokenizer(loaded.tokenizer)
         self._info = loaded.info
-        self._budget = memory_guard.device_budget(loaded.info, settings)
+        self._budget = budget
         memory_guard.apply_backend_limits(self._budget)
         self.prefix_cache.scan(model_exists=model_unchanged)
         return loaded.info

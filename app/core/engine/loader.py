@@ -7,7 +7,6 @@ a `ModelLoadError` that names the folder and what is wrong.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from app.core.budget.weights_check import check_layers_present, shorten
 from app.core.engine.cpu import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import ModelLoadError
+from app.core.files import bounded_read
 from app.core.models.model_identity import model_identity  # re-exported for the engine
 
 # A module name under mlx_lm.models: nothing that could reach outside it.
@@ -58,9 +58,9 @@ def read_config(folder: Path) -> dict:
             f"Model folder {folder} has no config.json; it is not an mlx-lm model folder."
         )
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"config.json in {folder} cannot be read: {exc}") from exc
+        config = bounded_read.read_json(config_path, what="The model configuration")
+    except (FileNotFoundError, bounded_read.FileReadError) as exc:
+        raise ModelLoadError(f"{exc}") from exc
     if not isinstance(config, dict) or "model_type" not in config:
         raise ModelLoadError(f"config.json in {folder} does not name a model_type.")
     model_type = config["model_type"]

@@ -8,7 +8,6 @@ own memory and wired limits from it (on the CPU backend MLX ignores them).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from app.core.budget.weights_check import check_layers_present
 from app.core.engine.cpu import backend
 from app.core.engine.events import ModelInfo
 from app.core.errors import BudgetError, ModelLoadError
+from app.core.files import bounded_read
 from app.core.presets.generation_settings import KVSettings
 
 # The most compact KV precisions first: a model refused at these cannot run at all.
@@ -67,17 +67,22 @@ def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
     """
     folder = Path(folder).expanduser()
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = bounded_read.read_json(
+            folder / "config.json", what="The model configuration"
+        )
         if not isinstance(config, dict):
             return
-    except (OSError, ValueError):
-        return
+    except (OSError, bounded_read.FileReadError):
+        return  # the loader says what is wrong with it
     check_layers_present(folder, config)
     try:
         estimate = resident_weights_bytes(
             folder, config, profile_for_backend(backend.uses_metal())
         )
-    except (OSError, ValueError, ModelLoadError):
+    except ModelLoadError as exc:
+        # A model whose memory use cannot be worked out would run with no budget.
+        raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
+    except (OSError, ValueError):
         return
     check_model_fits(total_memory(), estimate, settings)
     _check_room_for_context(folder, estimate, settings)
@@ -88,8 +93,8 @@ def _check_room_for_context(
 ) -> None:
     try:
         geometry = read_geometry(folder)
-    except ModelLoadError:
-        return  # the loader explains a config it cannot use
+    except ModelLoadError as exc:
+        raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
     act = profile_for_backend(backend.uses_metal()).act_dtype_bytes
     best: int | None = None
     for bits, group in COMPACT_FIRST:
@@ -116,15 +121,25 @@ def _check_room_for_context(
         )
 
 
-def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget | None:
-    """Return the budget of a loaded model, or None when its geometry is unknown."""
+def _unknown_geometry(folder: Path, exc: ModelLoadError) -> str:
+    return (
+        f"Swapless cannot work out how much memory {Path(folder).name} needs, so it "
+        f"does not load it (it would run with no memory budget): {exc}"
+    )
+
+
+def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget:
+    """Return the budget of a loaded model.
+
+    Raises:
+        ModelLoadError: Its KV geometry cannot be read from config.json (the message
+            names the key). The memory promise has no "unknown": such a model is
+            not kept loaded.
+    """
     try:
         geometry = read_geometry(Path(info.folder))
-    except ModelLoadError:
-        logger.warning(
-            "no KV budget for %s: unknown cache geometry", info.folder, exc_info=True
-        )
-        return None
+    except ModelLoadError as exc:
+        raise ModelLoadError(_unknown_geometry(Path(info.folder), exc)) from exc
     act_bytes = 4 if info.activation_dtype == "float32" else 2
     return DeviceBudget(
         total_memory=total_memory(),

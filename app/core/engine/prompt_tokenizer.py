@@ -24,6 +24,12 @@ from typing import Any
 RENDER_CACHE_ENTRIES = 32
 # Message texts whose counts are kept (a long conversation has a few thousand).
 COUNT_CACHE_ENTRIES = 8192
+# Longer texts are never kept: 32 renders of an 8 MiB request held gigabytes, and such
+# a text is usually one that was refused.
+MAX_CACHED_CHARS = 256 * 1024
+# Normalizers may compose characters (NFC: "e" + accent -> "é"), so a text can have
+# more characters than the tokens it becomes spell; this covers it with room to spare.
+_NORMALIZER_SLACK = 4
 
 
 class _LRU:
@@ -66,6 +72,7 @@ class PromptTokenizer:
         self._tokenizer = tokenizer
         self._renders = _LRU(RENDER_CACHE_ENTRIES)
         self._counts = _LRU(COUNT_CACHE_ENTRIES)
+        self._max_token_chars: int | None = None
 
     def render(
         self, messages: Sequence[dict], add_generation_prompt: bool = True
@@ -77,8 +84,12 @@ class PromptTokenizer:
             add_generation_prompt: Append the assistant's turn header.
 
         Returns:
-            A new list (callers may change it).
+            A new list (callers may change it); empty for no messages, which is
+            what a conversation without a system prompt has before its first
+            message (chat templates refuse to render an empty conversation).
         """
+        if not messages:
+            return []
         # Every field counts (tool calls, reasoning), not just role and text.
         key = (add_generation_prompt, json.dumps(list(messages), sort_keys=True))
         cached = self._renders.get(key)
@@ -89,7 +100,8 @@ class PromptTokenizer:
                 tokenize=False,
             )
             cached = tuple(self.encode(text))
-            self._renders.put(key, cached)
+            if len(text) <= MAX_CACHED_CHARS:
+                self._renders.put(key, cached)
         return list(cached)
 
     def encode(self, text: str) -> list[int]:
@@ -101,8 +113,33 @@ class PromptTokenizer:
         cached = self._counts.get(text)
         if cached is None:
             cached = len(self.encode(text))
-            self._counts.put(text, cached)
+            if len(text) <= MAX_CACHED_CHARS:
+                self._counts.put(text, cached)
         return cached
+
+    def fewest_tokens(self, text: str) -> int:
+        """A lower bound on the tokens of ``text``, found without tokenizing it.
+
+        No token spells more characters than the longest entry of the vocabulary
+        (byte-level vocabularies spell one byte per character, and a character is at
+        least one byte), so a text of ``n`` characters is at least ``n`` divided by
+        that length (with slack for normalizers). A request whose bound is already
+        past the limit is refused without the cost of tokenizing it: an 8 MiB
+        message took 2.1 GiB to tokenize.
+        """
+        longest = self.max_token_chars
+        return len(text) // (longest * _NORMALIZER_SLACK) if longest else 0
+
+    @property
+    def max_token_chars(self) -> int:
+        """The most characters one token spells (0 when the vocabulary is unknown)."""
+        if self._max_token_chars is None:
+            try:
+                vocab = self._tokenizer.get_vocab()
+                self._max_token_chars = max((len(t) for t in vocab), default=0)
+            except Exception:  # noqa: BLE001 - a tokenizer without a vocabulary: no bound
+                self._max_token_chars = 0
+        return self._max_token_chars
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids."""

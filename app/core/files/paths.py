@@ -8,11 +8,13 @@ private to the user (`private_files`): it holds every conversation.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
 import platformdirs
 
+from app.core.errors import KnownError
 from app.core.files import partial_files, private_files
 
 HOME_ENV = "SWAPLESS_HOME"
@@ -39,10 +41,45 @@ def app_home() -> Path:
         else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     )
     if home not in _checked_homes and home.is_dir():
+        refuse_unsafe_home(home)
         _tidy(home)
+    # The folders the home is made in are not Swapless's to lock down; the home is.
+    home.parent.mkdir(parents=True, exist_ok=True)
     private_files.make_private_dir(home)
     _checked_homes.add(home)
     return home
+
+
+class UnsafeHomeError(KnownError):
+    """The home belongs to another user or other users can write to it."""
+
+
+def refuse_unsafe_home(home: Path) -> None:
+    """Refuse a home that another account controls, as ssh refuses such a ``~/.ssh``.
+
+    Whoever can write to the home can replace the settings, presets or database, and
+    whoever owns it can read every conversation; tightening the permissions would not
+    help against either.
+
+    Raises:
+        UnsafeHomeError: ``home`` is owned by another user, or group or others may
+            write to it.
+    """
+    info = home.stat()
+    if info.st_uid != os.geteuid():
+        raise UnsafeHomeError(
+            f"The Swapless home {home} belongs to another user (uid {info.st_uid}), "
+            "who could read and change your conversations; set "
+            f"{HOME_ENV} to a folder of your own, or take the folder over with "
+            f"'chown -R {os.geteuid()} {home}'."
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeHomeError(
+            f"The Swapless home {home} can be written by other users, who could "
+            f"change your settings and conversations; run 'chmod 700 {home}' (and "
+            "check what is in it), or set "
+            f"{HOME_ENV} to a folder of your own."
+        )
 
 
 def _tidy(home: Path) -> None:

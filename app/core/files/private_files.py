@@ -27,7 +27,11 @@ _NOT_WALKED = frozenset({"models"})
 
 
 def make_private_dir(path: Path) -> Path:
-    """Create ``path`` (and missing parents) if needed; a folder created here is 0700.
+    """Create ``path`` (and missing parents) if needed; every folder created is 0700.
+
+    Each missing level is created on its own: ``mkdir(parents=True)`` would give the
+    parents the umask's mode (``models/`` was 0755 after ``make-model`` made
+    ``models/NAME``).
 
     Returns:
         ``path``.
@@ -35,9 +39,21 @@ def make_private_dir(path: Path) -> Path:
     Raises:
         OSError: It cannot be created.
     """
-    if not path.is_dir():
-        path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode is filtered by the umask
+    if path.is_dir():
+        return path
+    missing = []
+    level = path
+    while not level.is_dir() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue  # made by another process meanwhile: its mode is its own
+        os.chmod(folder, PRIVATE_DIR_MODE)  # mkdir's mode is filtered by the umask
     return path
 
 

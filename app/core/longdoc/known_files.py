@@ -15,7 +15,7 @@ import logging
 import threading
 from pathlib import Path
 
-from app.core.files import paths, private_files
+from app.core.files import bounded_read, paths, private_files
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,14 @@ def known_file(sha256: str) -> Path | None:
 
 def _load() -> dict:
     try:
-        data = json.loads(paths.known_files_path().read_text(encoding="utf-8"))
+        data = bounded_read.read_json(
+            paths.known_files_path(), what="The document-files record"
+        )
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable %s: %s", paths.known_files_path(), exc)
+    except bounded_read.FileReadError as exc:
+        log.warning("ignoring it: %s", exc)
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)}

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from app.core.files import paths
+from app.core.files import paths, private_files
 
 DEMO_NOTICE = (
     "Using the demo model: a tiny model with random weights built on this machine, so its "
@@ -58,7 +58,7 @@ def copy_demo_model(source: Path, target: Path) -> bool:
     """
     if source == target or not is_complete(source) or is_complete(target):
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_files.make_private_dir(target.parent)  # 0700 from the start
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         for item in source.iterdir():

@@ -48,6 +48,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.utils import _get_classes, quantize_model, save_config, save_model
 
+from app.core.files import private_files
 from app.core.modelkit.arch_configs import ARCH_SPECS, ARCHES, architecture_config
 from app.core.modelkit.shapes import GROUP_SIZE, SHAPES
 from app.core.modelkit.tokenizer_training import (
@@ -208,7 +209,7 @@ def build_model(
             model, config = quantize_model(model, config, GROUP_SIZE, bits)
     mx.eval(model.parameters())
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    private_files.make_private_dir(folder.parent)  # 0700 from the start
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         tokenizer = write_tokenizer(

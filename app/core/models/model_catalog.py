@@ -12,7 +12,6 @@ folders are skipped. Only file names and sizes are read while scanning; the verd
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -21,7 +20,7 @@ from typing import Any
 
 from app.core.budget.memory_budget import BudgetSettings, check_model_fits
 from app.core.errors import KnownError
-from app.core.files import paths
+from app.core.files import bounded_read, paths
 from app.core.memory.snapshot import MemorySnapshot
 
 SOURCE_SWAPLESS = "swapless"
@@ -355,8 +354,10 @@ def has_random_weights(folder: str | Path) -> bool:
     Reads only config.json; an unreadable folder counts as a real model.
     """
     try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = bounded_read.read_json(
+            Path(folder) / "config.json", what="The model configuration"
+        )
+    except (OSError, bounded_read.FileReadError):
         return False
     builder = config.get("swapless_builder") if isinstance(config, dict) else None
     return isinstance(builder, dict) and bool(builder.get("random_weights"))

@@ -11,6 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from app.core.files import bounded_read
+
 
 def model_identity(folder: Path, config: dict) -> str:
     """Return a stable identity of a model folder's exact contents.
@@ -28,7 +30,9 @@ def model_identity(folder: Path, config: dict) -> str:
 def folder_identity(folder: Path) -> str | None:
     """The identity of the model in ``folder``, or None if its config is unreadable."""
     try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = bounded_read.read_json(
+            Path(folder) / "config.json", what="The model configuration"
+        )
+    except (OSError, bounded_read.FileReadError):
         return None
     return model_identity(Path(folder), config) if isinstance(config, dict) else None

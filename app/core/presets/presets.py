@@ -10,14 +10,16 @@ stored conversation without them gets their defaults (aging off), never a refusa
 
 from __future__ import annotations
 
+import logging
 import re
-import tomllib
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from app.core.errors import SettingsError
-from app.core.files import partial_files, paths, private_files
+from app.core.files import bounded_read, partial_files, paths, private_files
 from app.core.known_keys import reject_unknown_keys
 from app.core.presets.generation_settings import (
     DEFAULT_AGE_BLOCK,
@@ -29,6 +31,8 @@ from app.core.presets.generation_settings import (
     KVSettings,
     SamplingSettings,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PRESET = "chat"
 VALID_TRIM_METHODS = ("splice", "rebuild")
@@ -351,9 +355,11 @@ def _short_repr(value: Any, limit: int = 60) -> str:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"Preset file {path} cannot be read: {exc}") from exc
+        return bounded_read.read_toml(path, what="The preset file")
+    except FileNotFoundError:
+        raise SettingsError(f"The preset file {path} does not exist.") from None
+    except bounded_read.FileReadError as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def builtin_presets() -> dict[str, Preset]:
@@ -363,20 +369,65 @@ def builtin_presets() -> dict[str, Preset]:
 
 
 def user_presets() -> dict[str, Preset]:
-    """Return the user's presets (one TOML file each), by name."""
-    found = {}
+    """Return the user's usable presets (one TOML file each), by name.
+
+    A file that cannot be read or holds a bad value is skipped with a logged notice
+    (`skipped_user_presets` says which and why): one broken file must never stop
+    the built-in presets, or the user's other ones, from working.
+    """
+    return _scan_user_presets()[0]
+
+
+def skipped_user_presets() -> list[str]:
+    """Return one line per user preset file that is not used, saying why."""
+    presets, skipped = _scan_user_presets()
+    builtins = builtin_presets()
+    skipped += [
+        f"The preset file {paths.presets_dir() / (name + '.toml')} has the name of a "
+        f"built-in preset and is not used; rename it."
+        for name in presets
+        if name in builtins
+    ]
+    return skipped
+
+
+def _scan_user_presets() -> tuple[dict[str, Preset], list[str]]:
+    found, skipped = {}, []
     for path in sorted(paths.presets_dir().glob("*.toml")):
         if partial_files.is_partial(path):
             continue  # being written (or left by a crash; the next start removes it)
-        found[path.stem] = preset_from_dict(path.stem, _read_toml(path))
-    return found
+        try:
+            found[path.stem] = preset_from_dict(path.stem, _read_toml(path))
+        except SettingsError as exc:
+            reason = str(exc).rstrip(".")
+            if str(path) not in reason:
+                reason = f"The preset file {path}: {reason}"
+            line = f"{reason}. It is skipped; the other presets work."
+            if line not in _noticed:
+                _noticed.add(line)
+                logger.warning("%s", line)
+            skipped.append(line)
+    return found, skipped
+
+
+# Notices already logged: presets are listed often, a broken file is told once.
+_noticed: set[str] = set()
 
 
 def all_presets() -> dict[str, Preset]:
     """Return built-in and user presets; a user preset may not shadow a built-in."""
     presets = builtin_presets()
     for name, preset in user_presets().items():
-        presets.setdefault(name, preset)
+        if name in presets:
+            line = (
+                f"The preset file {paths.presets_dir() / (name + '.toml')} has the "
+                "name of a built-in preset and is not used; rename it."
+            )
+            if line not in _noticed:
+                _noticed.add(line)
+                logger.warning("%s", line)
+            continue
+        presets[name] = preset
     return presets
 
 
@@ -394,15 +445,6 @@ def get_preset(name: str) -> Preset:
     return presets[name]
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
 def save_user_preset(preset: Preset) -> Path:
     """Write a user preset to ``SWAPLESS_HOME/presets/<name>.toml``.
 
@@ -415,13 +457,16 @@ def save_user_preset(preset: Preset) -> Path:
             f"{preset.name!r} is a built-in preset; save under another name"
         )
     path = paths.presets_dir() / f"{preset.name}.toml"
-    lines = [
-        f"{key} = {_toml_value(value)}"
-        for key, value in preset.to_dict().items()
-        if key != "name"
-    ]
+    # A real writer: escaping by hand wrote a form feed or ESC as invalid TOML.
+    text = tomli_w.dumps(
+        {
+            key: value
+            for key, value in preset.to_dict().items()
+            if key != "name" and value is not None
+        }
+    )
     try:
-        private_files.write_private_text(path, "\n".join(lines) + "\n")
+        private_files.write_private_text(path, text)
     except OSError as exc:
         raise SettingsError(
             f"Preset file {path} cannot be written: {exc.strerror or exc}"

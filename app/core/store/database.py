@@ -1,7 +1,9 @@
 """Opening the SQLite file safely, and turning SQLite's failures into words.
 
 Everything that can go wrong with the *file* rather than with a query is handled here:
-a corrupt file is moved aside (never overwritten), a file from a newer Swapless is
+a damaged file is repaired (a damaged search index rebuilt in place) or salvaged
+(every readable row copied into a new file, the damaged one kept aside, never
+overwritten; see `salvage`), a file from a newer Swapless is
 refused before anything writes to it, and full disks, read-only locations, locks and
 I/O errors become `StoreError`s that name the path. The rest of the store only runs
 queries.
@@ -25,7 +27,7 @@ from sqlite_utils import Database
 
 from app.core.errors import StoreError
 from app.core.files import private_files
-from app.core.store import locking, migrations
+from app.core.store import locking, migrations, salvage
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +46,15 @@ class OpenedDatabase:
 
     Attributes:
         db: The migrated database.
-        recovered_from: Where a corrupt file was moved, or None.
+        recovered_from: Where a damaged file was set aside, or None.
+        salvage_report: What was copied out of the damaged file, or None.
+        rebuilt_search_index: Whether a damaged search index was rebuilt in place.
     """
 
     db: Database
     recovered_from: Path | None
+    salvage_report: salvage.SalvageReport | None = None
+    rebuilt_search_index: bool = False
 
 
 def open_database(path: Path, now: datetime) -> OpenedDatabase:
@@ -79,14 +85,23 @@ def open_database(path: Path, now: datetime) -> OpenedDatabase:
             ) from exc
         _check_is_a_file(path)
         _make_private(path)
-        conn, recovered_from = _connect_checked(path, now)
+        conn, recovery = _connect_checked(path, now)
         db = Database(conn, execute_plugins=False)
         try:
             locking.while_busy(db.conn, lambda: _prepare(db))
         except BaseException:
             db.close()
             raise
-    return OpenedDatabase(db, recovered_from)
+    return OpenedDatabase(
+        db, recovery.backup, recovery.salvage_report, recovery.rebuilt_search_index
+    )
+
+
+@dataclass(frozen=True)
+class _Recovery:
+    backup: Path | None = None
+    salvage_report: salvage.SalvageReport | None = None
+    rebuilt_search_index: bool = False
 
 
 def _check_is_a_file(path: Path) -> None:
@@ -163,27 +178,62 @@ def _make_private(path: Path) -> None:
         )
 
 
-def _connect_checked(
-    path: Path, now: datetime
-) -> tuple[sqlite3.Connection, Path | None]:
-    """Connect to ``path`` after checking it, moving it aside if it is corrupt.
+def _connect_checked(path: Path, now: datetime) -> tuple[sqlite3.Connection, _Recovery]:
+    """Connect to ``path`` after checking it, repairing or salvaging a damaged file.
 
     The checks use a read-only connection: unlike a normal one, it never
     checkpoints a WAL into the main file when it closes, so a refused or corrupt
     file keeps its exact bytes.
 
     Raises:
-        StoreError: The file was written by a newer Swapless.
+        StoreError: The file was written by a newer Swapless, or is damaged and
+            could not be set aside.
     """
     if not path.exists():
-        return _connect(path), None
+        return _connect(path), _Recovery()
     checker = _connect_read_only(path)
     try:
         corrupt = _is_corrupt(checker, path)
+        damaged = salvage.damaged_tables(checker) if corrupt else None
     finally:
         checker.close()
-    backup = _move_aside(path, now) if corrupt else None
-    return _connect(path), backup
+    recovery = _repair(path, damaged, now) if corrupt else _Recovery()
+    return _connect(path), recovery
+
+
+def _repair(path: Path, damaged: set[str] | None, now: datetime) -> _Recovery:
+    """Make the damaged file at ``path`` usable again, losing nothing readable.
+
+    Only search indexes damaged: they are rebuilt in place from the messages.
+    Anything else: every readable row is copied into a new file that takes the
+    place of the damaged one, which is kept next to it (`_move_aside`).
+    """
+    if damaged is not None:
+        indexes = {salvage.search_index_of(table) for table in damaged}
+        if None not in indexes and salvage.rebuild_search_indexes(
+            path, {index for index in indexes if index is not None}
+        ):
+            logger.warning("Rebuilt the damaged search index of %s in place.", path)
+            return _Recovery(rebuilt_search_index=True)
+    salvaged = path.with_name(path.name + ".salvage")
+    _remove_with_sidecars(salvaged)  # left by a salvage that was interrupted
+    report: salvage.SalvageReport | None = None
+    try:
+        report = salvage.copy_readable_rows(path, salvaged)
+    except (OSError, sqlite3.Error) as exc:
+        logger.warning("Could not salvage rows from %s: %s", path, exc)
+        _remove_with_sidecars(salvaged)
+    backup = _move_aside(path, now, replacement=salvaged if report else None)
+    return _Recovery(backup=backup, salvage_report=report)
+
+
+def _remove_with_sidecars(path: Path) -> None:
+    for candidate in (
+        path,
+        *(path.with_name(path.name + s) for s in _SIDECAR_SUFFIXES),
+    ):
+        with contextlib.suppress(FileNotFoundError):
+            candidate.unlink()
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -224,8 +274,15 @@ def _is_corrupt(conn: sqlite3.Connection, path: Path) -> bool:
     return False
 
 
-def _move_aside(path: Path, now: datetime) -> Path:
+def _move_aside(path: Path, now: datetime, replacement: Path | None = None) -> Path:
     """Rename a corrupt database (and its sidecar files) to ``<name>.corrupt-<time>``.
+
+    Args:
+        path: The damaged file.
+        now: Names the backup.
+        replacement: A salvaged file that takes the damaged one's place. The damaged
+            file is then linked to its backup name before the replacement moves in,
+            so at every moment ``path`` holds one of the two.
 
     Returns:
         The new path of the corrupt file.
@@ -243,7 +300,14 @@ def _move_aside(path: Path, now: datetime) -> Path:
             sidecar = path.with_name(path.name + suffix)
             if sidecar.exists():
                 os.replace(sidecar, backup.with_name(backup.name + suffix))
-        os.replace(path, backup)
+        if replacement is None:
+            os.replace(path, backup)
+        else:
+            try:
+                os.link(path, backup)
+            except OSError:
+                os.replace(path, backup)  # no hard links here: a moment without it
+            os.replace(replacement, path)
     except OSError as exc:
         raise StoreError(
             f"The conversation database {path} is damaged and Swapless could not move "
@@ -340,7 +404,7 @@ def describe_error(exc: sqlite3.Error, path: Path | str) -> str | None:
     if code in _CORRUPT_CODES:
         return (
             f"The conversation database {path} is damaged. Restart Swapless: it will "
-            "move the damaged file aside and start a new one."
+            "keep every conversation it can still read and set the damaged file aside."
         )
     if code == sqlite3.SQLITE_NOMEM:
         return f"Out of memory while using the conversation database {path}."

@@ -180,6 +180,15 @@ def _fts_statements(table: str, column: str) -> tuple[str, ...]:
     )
 
 
+def search_index_statements(table: str, column: str) -> tuple[str, ...]:
+    """Return the DDL that (re)creates the search index over ``table.column``.
+
+    Used by the salvage of a damaged file (`salvage.rebuild_search_indexes`); the
+    statements are those of migration 1, so a rebuilt index is the one it made.
+    """
+    return _fts_statements(table, column)
+
+
 @migration(1)
 def m001_initial_schema(db: Database) -> None:
     """Create conversations, messages, summaries, documents and their FTS indexes."""

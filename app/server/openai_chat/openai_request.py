@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.text.unicode_text import invalid_text
 from app.core.turn.parts import ToolCall, ToolSpec
 from app.server.errors import RequestError
 
@@ -97,19 +99,37 @@ class ChatRequest:
     never_trim: bool = False
 
 
+MAX_BODY_DEPTH = 64
+"""Real requests nest a few levels; Python's parser recurses once per level."""
+MAX_INT_DIGITS = 40
+"""Longer integers are read as floats (infinite beyond float range), so every field's
+own range check refuses them by name instead of the parser or a conversion failing."""
+
+
 def parse_json_body(body: bytes) -> dict:
     """Decode a request body that must be one JSON object.
 
     Raises:
-        RequestError: Not UTF-8, not JSON, or not an object.
+        RequestError: Not UTF-8, nested too deeply, not JSON, not an object, or a
+            string holds a lone surrogate (the message names the field).
     """
     try:
-        data = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise RequestError(
-            "The request body is not UTF-8 text.", code="invalid_json"
+            f"The request body is not UTF-8 text: byte 0x{body[exc.start]:02x} at "
+            f"offset {exc.start}.",
+            code="invalid_json",
         ) from None
-    except json.JSONDecodeError as exc:
+    try:
+        data = json.loads(text, parse_int=_bounded_int)
+    except RecursionError:
+        raise RequestError(_TOO_DEEP, code="invalid_json") from None
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):
+            raise RequestError(
+                f"The request body is not usable JSON: {exc}.", code="invalid_json"
+            ) from None
         raise RequestError(
             f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} "
             f"column {exc.colno}.",
@@ -120,7 +140,47 @@ def parse_json_body(body: bytes) -> dict:
             f"The request body must be a JSON object, got {type(data).__name__}.",
             code="invalid_json",
         )
+    _check_tree(data)
     return data
+
+
+_TOO_DEEP = f"The request body is nested too deeply; at most {MAX_BODY_DEPTH} levels are accepted."
+
+
+def _bounded_int(digits: str) -> int | float:
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
+
+
+def _check_tree(data: dict) -> None:
+    """Refuse nesting past `MAX_BODY_DEPTH` and strings that cannot be encoded.
+
+    Iterative, so no depth the parser accepted can exhaust the stack here or in the
+    code that reads the request later. A JSON escape of half a surrogate pair
+    (``\\ud800``) decodes to a string no tokenizer can encode; it failed later as
+    a chat-template error, so it is refused here with the field's name.
+    """
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, str):
+            fault = invalid_text(value)
+            if fault is not None:
+                raise RequestError(
+                    f"'{where}' is not valid Unicode text: {fault}.", param=where
+                )
+            continue
+        if depth >= MAX_BODY_DEPTH and isinstance(value, dict | list):
+            field = re.split(r"[.\[]", where, maxsplit=1)[0]  # the top-level field
+            raise RequestError(_TOO_DEEP, code="invalid_json", param=field or None)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, where or "(a key)", depth))
+                stack.append((item, f"{where}.{key}" if where else key, depth + 1))
+        elif isinstance(value, list):
+            stack.extend(
+                (item, f"{where}[{index}]", depth + 1)
+                for index, item in enumerate(value)
+            )
 
 
 def parse_chat_request(body: bytes) -> ChatRequest:

@@ -163,15 +163,9 @@ class NoticesController(QObject):
 
     def show_store_recovery(self, store) -> None:
         """What the store repaired when it opened."""
-        if getattr(store, "recovered_from", None) is not None:
-            self.show(
-                Notice(
-                    "recovered",
-                    "warning",
-                    "The conversation database was damaged; it was moved to "
-                    f"{store.recovered_from} and a new one was started.",
-                )
-            )
+        notice = store.recovery_notice() if hasattr(store, "recovery_notice") else None
+        if notice is not None:
+            self.show(Notice("recovered", "warning", notice))
         replies = getattr(store, "recovered_replies", 0)
         if replies:
             noun = "reply was" if replies == 1 else "replies were"

@@ -300,7 +300,7 @@ def test_broken_model_folders_give_known_errors(tmp_path, tiny_model_dir):
     garbled = tmp_path / "garbled"
     garbled.mkdir()
     (garbled / "config.json").write_text("{not json")
-    with pytest.raises(ModelLoadError, match="cannot be read"):
+    with pytest.raises(ModelLoadError, match="not valid JSON"):
         load_model_folder(garbled)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.core.budget.memory_budget import BudgetSettings, memory_budget_bytes
 from app.core.engine.engine import Engine
-from app.core.errors import BudgetError
+from app.core.errors import BudgetError, ModelLoadError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
 
@@ -116,3 +116,34 @@ def test_no_room_for_a_cache_is_a_limit_of_zero_not_the_trained_context(
     sampling = SamplingSettings(temperature=0.0, max_tokens=4)
     with pytest.raises(BudgetError, match="safe limit on this machine is 0"):
         engine.chat("none", messages, KVSettings(bits=16), sampling).wait()
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"torch_dtype": "float8_e4m3fn"}, "torch_dtype"),
+        ({"max_position_embeddings": 0}, "max_position_embeddings"),
+        ({"max_position_embeddings": -4096}, "max_position_embeddings"),
+    ],
+)
+def test_a_model_whose_geometry_cannot_be_read_is_not_loaded_without_a_budget(
+    tiny_model_dir, tmp_path, change, key
+):
+    """It loaded with no budget at all, and a request the same weights refuse normally
+    was answered (RSS 608 MiB over a 256 MiB budget)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "odd-config"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(change)
+    (folder / "config.json").write_text(json.dumps(config))
+    engine = Engine()
+    try:
+        with pytest.raises(ModelLoadError) as raised:
+            engine.load(folder)
+        assert key in str(raised.value) and "no memory budget" in str(raised.value)
+        assert engine.model_info is None and engine.device_budget is None
+    finally:
+        engine.shutdown()

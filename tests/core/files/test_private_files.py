@@ -160,3 +160,49 @@ def test_the_cli_says_once_that_it_tightened_the_home(tmp_path):
     assert len(note) == 1 and str(home) in note[0]
     assert "readable only by you" not in second.stderr
     assert mode(home) == 0o700 and mode(home / "swapless.db") == 0o600
+
+
+def test_every_folder_made_on_the_way_is_private(fresh_home, open_umask):
+    """``make-model HOME/models/NAME`` made models/ with the umask's mode (0777 here)."""
+    from app.core.modelkit.model_builder import build_model
+
+    home = paths.app_home()
+    build_model(home / "models" / "mine", shape="tiny", bits=16, seed=0)
+    assert mode(home / "models") == 0o700
+    assert mode(home / "models" / "mine") == 0o700
+    deep = private_files.make_private_dir(home / "a" / "b" / "c")
+    assert [mode(p) for p in (home / "a", home / "a" / "b", deep)] == [0o700] * 3
+
+
+def test_a_home_others_can_write_is_refused_in_one_line(tmp_path):
+    home = tmp_path / "open-home"
+    home.mkdir()
+    home.chmod(0o777)
+    env = {**os.environ, paths.HOME_ENV: str(home)}
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "conversations"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"chmod 700 {home}" in lines[0], result.stderr
+    assert mode(home) == 0o777  # refused, not silently changed
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="making a folder another user's needs root"
+)
+def test_a_home_of_another_user_is_refused(tmp_path, monkeypatch):
+    home = tmp_path / "their-home"
+    home.mkdir(mode=0o700)
+    os.chown(home, 4242, 4242)
+    monkeypatch.setenv(paths.HOME_ENV, str(home))
+    with pytest.raises(paths.UnsafeHomeError, match="belongs to another user"):
+        paths.app_home()
+    with pytest.raises(paths.UnsafeHomeError):
+        Store.open()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import tomli_w
 
 from app.core.errors import SettingsError
 from app.core.presets.presets import (
@@ -10,6 +11,7 @@ from app.core.presets.presets import (
     builtin_presets,
     get_preset,
     save_user_preset,
+    skipped_user_presets,
     user_presets,
 )
 
@@ -54,10 +56,52 @@ def test_invalid_values_name_the_key_and_the_allowed_values(change, message):
 def test_unknown_keys_are_rejected(swapless_home):
     (swapless_home / "presets").mkdir(exist_ok=True)
     (swapless_home / "presets" / "mine.toml").write_text('colour = "blue"\n')
-    with pytest.raises(
-        SettingsError, match="unknown key 'colour'; allowed keys are description"
-    ):
-        user_presets()
+    assert user_presets() == {}  # skipped, with the reason:
+    (notice,) = skipped_user_presets()
+    assert "unknown key 'colour'; allowed keys are description" in notice
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        'system_prompt = "\\q"\n',  # invalid escape: what hand escaping produced
+        "a = " + "[" * 100_000 + "]" * 100_000 + "\n",  # RecursionError before
+        "\xff\xfe not text",
+        "kv_bits = 5\n",  # a bad value
+    ],
+    ids=["invalid-toml", "deep-nesting", "not-utf8", "bad-value"],
+)
+def test_one_unreadable_user_preset_never_stops_the_others(
+    swapless_home, content, caplog
+):
+    save_user_preset(get_preset("code").with_changes(name="good"))
+    (swapless_home / "presets" / "broken.toml").write_bytes(content.encode("latin-1"))
+    assert get_preset("chat") == builtin_presets()["chat"]
+    assert set(all_presets()) == {*builtin_presets(), "good"}
+    (notice,) = skipped_user_presets()
+    assert "broken.toml" in notice and "skipped" in notice
+    assert len(notice.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "text", ["form\x0cfeed", "esc\x1b[31m", "nul\x00", "\x7f\u2028"]
+)
+def test_control_characters_in_a_system_prompt_survive_saving(swapless_home, text):
+    mine = get_preset("chat").with_changes(name="mine", system_prompt=f"{text} end")
+    save_user_preset(mine)
+    assert skipped_user_presets() == []
+    assert get_preset("mine") == mine
+
+
+def test_a_user_preset_named_like_a_builtin_is_not_used_and_said(swapless_home):
+    (swapless_home / "presets").mkdir(exist_ok=True)
+    table = get_preset("chat").with_changes(description="mine").to_dict()
+    del table["name"]
+    (swapless_home / "presets" / "chat.toml").write_text(
+        tomli_w.dumps({k: v for k, v in table.items() if v is not None})
+    )
+    assert all_presets()["chat"] == builtin_presets()["chat"]
+    assert any("name of a built-in preset" in n for n in skipped_user_presets())
 
 
 def test_user_presets_round_trip_and_cannot_shadow_builtins(swapless_home):

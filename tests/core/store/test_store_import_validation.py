@@ -116,6 +116,18 @@ def test_empty_settings_get_the_defaults_and_keep_the_system_prompt(store, expor
         (lambda e: e["conversation"].update(model=["x"]), "model must be text"),
         (lambda e: e.update(version=True), "invalid format version"),
         (lambda e: e.update(documents=[{"name": 1}]), r"documents\[0\].name"),
+        # Statistics (REAL columns): 2**63 crashed the insert, NaN and Infinity were
+        # stored and exported again as non-standard JSON.
+        (lambda e: e["messages"][1]["stats"].update(ttft_s=2**63), "ttft_s is too"),
+        (lambda e: e["messages"][1]["stats"].update(ttft_s=2**70), "ttft_s is too"),
+        (
+            lambda e: e["messages"][1]["stats"].update(tokens_per_s=float("inf")),
+            "tokens_per_s must be a finite number",
+        ),
+        (
+            lambda e: e["messages"][1]["stats"].update(tokens_per_s=float("nan")),
+            "tokens_per_s must be a finite number",
+        ),
     ],
 )
 def test_a_damaged_structure_is_refused_in_one_line_and_writes_nothing(
@@ -135,3 +147,13 @@ def test_deeply_nested_json_is_refused_not_a_recursion_error(store):
         store.import_json("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match="nested too deeply"):
         store.import_json('{"format": ' + '{"a": ' * 50_000 + "1" + "}" * 50_001)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_standard_json_numbers_are_refused(store, export, constant):
+    text = json.dumps(export).replace(
+        '"stats": {', f'"stats": {{"x_{constant}": 1, ', 1
+    )
+    text = text.replace(f'"x_{constant}": 1', f'"ttft_s": {constant}', 1)
+    with pytest.raises(InputError, match=f"{constant} is not a number JSON allows"):
+        store.import_json(text)

@@ -122,7 +122,7 @@ def test_newer_database_with_unsaved_wal_frames_is_left_untouched(tmp_path, cloc
 
 
 def _assert_fresh_store_after_recovery(db_path: Path, clock, original: bytes) -> None:
-    """Open a damaged file with a clock that starts at 2025-06-01 12:00 UTC."""
+    """Open an unreadable file with a clock that starts at 2025-06-01 12:00 UTC."""
     with Store.open(db_path, clock=clock) as store:
         backup = store.recovered_from
         assert backup is not None

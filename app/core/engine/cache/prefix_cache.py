@@ -163,8 +163,9 @@ class PrefixCache:
     def folder(self) -> Path:
         """The folder of prefix files."""
         if self.settings.folder is not None:
-            self.settings.folder.mkdir(parents=True, exist_ok=True)
-            return self.settings.folder
+            from app.core.files import private_files
+
+            return private_files.make_private_dir(self.settings.folder)
         from app.core.files import paths
 
         return paths.prefix_cache_dir()

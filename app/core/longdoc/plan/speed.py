@@ -25,12 +25,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from app.core.files import paths, private_files
+from app.core.files import bounded_read, paths, private_files
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 64
+MAX_FILE_BYTES = 2**20
+"""Far above what `MAX_SAMPLES` rows per key take."""
 """Samples kept per model and precision (the newest)."""
 MIN_DECODE_SAMPLE_TOKENS = 4
 """Generated tokens below which a step's decode speed is too noisy to keep."""
@@ -227,14 +230,44 @@ class SpeedRecord:
                 log.warning("measured speeds not saved to %s: %s", self.path, exc)
 
     def _load(self) -> dict:
+        """The record as ``{key: {"prefill": [rows], "decode": [rows]}}``.
+
+        Anything else in the file (a hand edit, another program's JSON) is dropped
+        here, so the rest of the class sees only that shape.
+        """
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = bounded_read.read_json(
+                self.path, what="The measured-speed file", max_bytes=MAX_FILE_BYTES
+            )
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s: %s", self.path, exc)
+        except bounded_read.FileReadError as exc:
+            log.warning("ignoring it: %s", exc)
             return {}
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            log.warning("ignoring %s: it is not a JSON object", self.path)
+            return {}
+        return {
+            key: {
+                "prefill": _rows(entry.get("prefill"), 3),
+                "decode": _rows(entry.get("decode"), 2),
+            }
+            for key, entry in data.items()
+            if isinstance(entry, dict)
+        }
+
+
+def _rows(value: Any, width: int) -> list[list[float]]:
+    """The rows of ``value`` that are ``width`` finite numbers; the rest dropped."""
+    if not isinstance(value, list):
+        return []
+    return [
+        list(row)
+        for row in value
+        if isinstance(row, list)
+        and len(row) == width
+        and all(bounded_read.finite_number(x) and x >= 0 for x in row)
+    ]
 
 
 def remember_step(record: SpeedRecord | None, key: str, final) -> None:

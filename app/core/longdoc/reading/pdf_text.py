@@ -16,6 +16,8 @@ from pathlib import Path
 from app.core.errors import InputError
 
 PAGE_BREAK = "\n\n"
+MAX_PAGES = 50_000
+"""Far beyond any real document; a file claiming more is refused, not walked."""
 
 
 def _reader(path: Path):
@@ -24,19 +26,49 @@ def _reader(path: Path):
 
     # pypdf logs every malformed object it repairs; a user gets one message instead.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
+    from pypdf.errors import DependencyError
+
     try:
         reader = PdfReader(str(path))
+        # Owner-password-only files (AES ones need `cryptography`) open with the
+        # empty user password, as in every viewer.
         if reader.is_encrypted and not reader.decrypt(""):
             raise InputError(
                 f"{path} is a password-protected PDF; save an unprotected copy and "
                 "try again."
             )
-        pages = len(reader.pages)
+        pages = _page_count(reader)
     except InputError:
         raise
-    except (PdfReadError, OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path} is not a readable PDF ({exc}).") from exc
+    except DependencyError as exc:
+        raise InputError(
+            f"{path} is encrypted in a way this installation cannot open ({exc})."
+        ) from exc
+    except (PdfReadError, RecursionError, MemoryError) as exc:
+        raise InputError(f"{path} is not a readable PDF ({_reason(exc)}).") from exc
+    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on a broken file
+        raise InputError(f"{path} is not a readable PDF ({_reason(exc)}).") from exc
+    if pages > MAX_PAGES:
+        raise InputError(
+            f"{path} has {pages:,} pages; at most {MAX_PAGES:,} can be read. Split it "
+            "into smaller files."
+        )
     return reader, pages
+
+
+def _page_count(reader) -> int:
+    """The page count the file declares, without walking its page tree."""
+    root = reader.trailer["/Root"].get_object()
+    declared = root["/Pages"].get_object().get("/Count")
+    if isinstance(declared, int) and declared > MAX_PAGES:
+        return int(declared)
+    return len(reader.pages)
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 200 else text[:199] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def pdf_pages(path: Path) -> Iterator[str]:
@@ -51,8 +83,7 @@ def pdf_pages(path: Path) -> Iterator[str]:
             text = reader.pages[number].extract_text() or ""
         except Exception as exc:  # pypdf raises many kinds on a broken page
             raise InputError(
-                f"{path}: page {number + 1} cannot be read ({type(exc).__name__}: "
-                f"{exc})."
+                f"{path}: page {number + 1} cannot be read ({_reason(exc)})."
             ) from exc
         text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
         yield (PAGE_BREAK if number else "") + text

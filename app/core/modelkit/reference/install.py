@@ -22,7 +22,7 @@ import mlx.core as mx
 from mlx_lm.utils import save_config, save_model
 
 from app.core.errors import KnownError
-from app.core.files import paths
+from app.core.files import paths, private_files
 from app.core.modelkit.reference import geometry
 from app.core.modelkit.reference.training import (
     DEFAULT_RECIPE,
@@ -67,7 +67,7 @@ def _publish(staging: Path, folder: Path) -> Path:
 
 
 def _staging(folder: Path) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    private_files.make_private_dir(folder.parent)  # 0700 from the start
     return Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
 
 

@@ -16,6 +16,7 @@ reports each replacement in its `ImportResult.notes`, so the user is told.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -176,7 +177,7 @@ def _checked(data: dict[str, Any] | str | bytes) -> dict[str, Any]:
     """Parse and validate an export, so that inserting it cannot fail half-way."""
     if isinstance(data, str | bytes):
         try:
-            data = json.loads(data)
+            data = json.loads(data, parse_constant=_refuse_constant)
         except RecursionError:
             raise InputError(
                 "The file is nested too deeply to be a Swapless conversation export."
@@ -201,6 +202,10 @@ def _checked(data: dict[str, Any] | str | bytes) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise InputError(f"The export is damaged or incomplete: {exc}.") from exc
     return data
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 # -- the shape of an export ----------------------------------------------------------
@@ -250,6 +255,12 @@ def _optional(check: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
 def _number(where: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{where} must be a number, not {_short(value)}")
+    # NaN and infinities would be exported again as non-standard JSON; integers past
+    # 64 bits do not fit SQLite's columns.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, not {value}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError(f"{where} is too large: {_short(value)}")
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, Any], None]:
