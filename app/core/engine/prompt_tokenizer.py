@@ -13,6 +13,7 @@ detokenizer, which has state, stays with the engine thread.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -53,6 +54,13 @@ class _LRU:
                 self._items.popitem(last=False)
 
 
+def _message_key(message: dict) -> Hashable:
+    """A message as a cache key: role and content, plus any tool fields."""
+    if len(message) == 2:
+        return (message["role"], message["content"])
+    return json.dumps(message, sort_keys=True, default=str)
+
+
 class PromptTokenizer:
     """Thread-safe, memoising chat-template rendering and token counting.
 
@@ -67,27 +75,35 @@ class PromptTokenizer:
         self._counts = _LRU(COUNT_CACHE_ENTRIES)
 
     def render(
-        self, messages: Sequence[dict], add_generation_prompt: bool = True
+        self,
+        messages: Sequence[dict],
+        add_generation_prompt: bool = True,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         """Return the token ids of ``messages`` under the model's chat template.
 
         Args:
-            messages: ``{"role", "content"}`` dicts.
+            messages: ``{"role", "content"}`` dicts (with ``tool_calls`` or
+                ``tool_call_id`` for tool turns).
             add_generation_prompt: Append the assistant's turn header.
+            tools: Tool definitions the template renders (OpenAI's function shape).
 
         Returns:
             A new list (callers may change it).
         """
         key = (
             add_generation_prompt,
-            tuple((m["role"], m["content"]) for m in messages),
+            tuple(_message_key(m) for m in messages),
+            json.dumps(tools, sort_keys=True) if tools else None,
         )
         cached = self._renders.get(key)
         if cached is None:
+            extra = {"tools": tools} if tools else {}
             text = self._tokenizer.apply_chat_template(
                 list(messages),
                 add_generation_prompt=add_generation_prompt,
                 tokenize=False,
+                **extra,
             )
             cached = tuple(self.encode(text))
             self._renders.put(key, cached)
