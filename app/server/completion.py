@@ -26,6 +26,7 @@ from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
 from app.core.trim.policy import Action
+from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
@@ -44,6 +45,7 @@ from app.server.openai_chat.client_history import (
 )
 from app.server.openai_chat.openai_request import ChatRequest
 from app.server.stop_sequences import StopScanner
+from app.server.tool_paths import CallCollector, planning_engine
 
 logger = logging.getLogger(__name__)
 # Accepted as the model name whatever is loaded, for clients configured once while
@@ -231,6 +233,8 @@ class CompletionService:
         )
         limit = self.effective_limit()
         costs = self._template_costs(info)
+        # From here on every prompt is counted with the tool definitions in it.
+        engine = planning_engine(engine, request.tools)
         history = ClientHistory.of(request.messages)
         pressure = self.pressure()
         if pressure != "normal":
@@ -244,7 +248,7 @@ class CompletionService:
             outcome: TrimOutcome | None = None
             reason = ""
             for _ in range(MAX_TRIM_ROUNDS):
-                prompt_tokens = self._prompt_tokens(view)
+                prompt_tokens = self._prompt_tokens(engine, view)
                 details = {
                     "prompt_tokens": prompt_tokens,
                     "max_tokens": sampling.max_tokens,
@@ -354,14 +358,21 @@ class CompletionService:
             sampling,
             max_context=limit,
             cancel=cancel,
+            tools=request.tools,
         )
         scanner = StopScanner(request.stop)
         parts: list[str] = []
+        calls = CallCollector()
         try:
             for event in handle:  # a budget refusal is raised here, before any event
                 if not accepted:
                     accepted = True
                     yield Accepted(prompt_tokens)
+                if isinstance(event, ToolCallStarted | ToolCallDelta):
+                    yield event
+                    continue
+                if calls.take(event):
+                    continue
                 if not isinstance(event, GenerationEvent) or not event.text:
                     continue
                 text = scanner.feed(event.text)
@@ -378,7 +389,9 @@ class CompletionService:
             parts.append(tail)
             yield TextDelta(tail)
         final = handle.final
-        finish = "stop" if scanner.stopped else final.finish_reason
+        finish = calls.finish_reason(
+            "stop" if scanner.stopped else final.finish_reason
+        )
         yield Finished(
             text="".join(parts),
             finish_reason=finish,
@@ -386,8 +399,10 @@ class CompletionService:
             completion_tokens=final.generated_tokens,
             cached_tokens=final.reused_tokens,
             key=key,
+            tool_calls=tuple(calls.calls),
             swapless={
                 **extension,
+                **calls.extension(),
                 # OpenAI has no finish reason for this: a reply cut short because
                 # the server stopped (or the client left) says so here.
                 "cancelled": finish == "cancelled",
@@ -401,9 +416,10 @@ class CompletionService:
             },
         )
 
-    def _prompt_tokens(self, view: ModelView) -> int:
+    @staticmethod
+    def _prompt_tokens(engine, view: ModelView) -> int:
         try:
-            return len(self.engine.render(view.messages(), True))
+            return len(engine.render(view.messages(), True))
         except Exception as exc:  # jinja refuses e.g. roles out of order
             raise RequestError(
                 f"The model's chat template cannot render these messages: {exc}",

@@ -2,7 +2,8 @@
 
 `Accepted` comes first once the request is known to fit (its HTTP response may start),
 then `TrimApplied` when its history was summarised, `TextDelta`s of the reply (stop
-sequences already cut), and `Finished` with the numbers. A refusal is raised before
+sequences already cut) and, for tool calls, `app.core.turn.parts`' `ToolCallStarted`
+and `ToolCallDelta` as they stream, and `Finished` with the numbers and the calls. A refusal is raised before
 `Accepted`, so it can still be answered with an HTTP error status.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.chat.trimmer import TrimOutcome
+from app.core.turn.parts import ToolCall
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,14 @@ class Finished:
 
     Attributes:
         text: The whole reply (without any stop sequence).
-        finish_reason: ``stop``, ``length`` or ``cancelled`` (the client left).
+        finish_reason: ``stop``, ``length``, ``tool_calls`` or ``cancelled`` (the
+            client left).
         prompt_tokens: Tokens of the prompt the model saw.
         completion_tokens: Tokens generated.
         cached_tokens: Prompt tokens whose KV came from a cache.
         swapless: The ``swapless`` extension object of the response.
         key: The engine cache key it ran on (not sent to the client).
+        tool_calls: The calls the model made, in order.
     """
 
     text: str
@@ -69,3 +73,4 @@ class Finished:
     cached_tokens: int
     swapless: dict = field(default_factory=dict)
     key: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()

@@ -33,6 +33,7 @@ from app.core.cancel import CancelToken
 from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
+from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.events import Finished, TextDelta
 from app.server.openai_chat.openai_request import parse_chat_request
 from app.server.openai_chat.openai_response import (
@@ -395,6 +396,10 @@ class ServerApp:
                     return
                 if isinstance(item, TextDelta):
                     yield writer.text(item.text + bridge.more_text())
+                elif isinstance(item, ToolCallStarted):
+                    yield writer.tool_call_started(item)
+                elif isinstance(item, ToolCallDelta):
+                    yield writer.tool_call_delta(item)
                 item = await bridge.get()
         finally:
             # Reached on a normal end, and when Starlette cancels the stream because

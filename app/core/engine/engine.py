@@ -220,6 +220,12 @@ class Engine(EngineThread):
         """
         return self.tokenizer.render(messages, add_generation_prompt, tools)
 
+    def tool_call_format(self):
+        """How the loaded model writes tool calls (`CallFormat`), or None."""
+        from app.core.tools.model_format import call_format
+
+        return call_format(self._require_model().tokenizer)
+
     def supports_tools(self) -> bool:
         """True when the loaded model's template renders tools and its call format
         is known (`app.core.tools.model_format`)."""

@@ -10,3 +10,4 @@ The engine (`app.core.engine.tool_hooks`) supplies the model-specific parts — 
 call markers and parser mlx-lm's tokenizer wrapper infers, the token ids — and runs
 the hooks on its thread. May import `app.core.turn`, `app.core.errors`, the standard
 library, ``jsonschema`` and ``llguidance``.
+"""

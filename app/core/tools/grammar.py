@@ -108,6 +108,10 @@ def check_grammar(grammar: str, field: str) -> None:
     """
     error = llguidance.LLMatcher.validate_grammar(grammar)
     if error:
-        raise ToolInputError(
-            f"'{field}' cannot be enforced: {error.strip().splitlines()[0]}", field
+        # The library's message spans lines (the regex, a caret under the fault).
+        words = " ".join(
+            line.strip()
+            for line in error.splitlines()
+            if any(c.isalpha() for c in line)
         )
+        raise ToolInputError(f"'{field}' cannot be enforced: {words[:500]}", field)

@@ -25,11 +25,14 @@ MAX_TRIM_RECORDS = 512
 
 
 def prefix_hashes(messages: tuple[ChatMessage, ...]) -> tuple[str, ...]:
-    """``result[i]`` identifies ``messages[: i + 1]`` (roles and texts, in order)."""
+    """``result[i]`` identifies ``messages[: i + 1]`` (roles, texts and tool fields,
+    in order)."""
     chain = hashlib.sha256()
     hashes = []
     for message in messages:
-        chain.update(json.dumps([message.role, message.content]).encode("utf-8"))
+        chain.update(
+            json.dumps(message.as_dict(), sort_keys=True).encode("utf-8")
+        )
         hashes.append(chain.copy().hexdigest())
     return tuple(hashes)
 

@@ -1,12 +1,12 @@
 """The Chat Completions request as Swapless takes it: parsed and checked on entry.
 
 Every field the server honours is validated here with a message that names the field
-and what is allowed, so nothing later re-checks it. Fields that would change what a
-client gets but that Swapless does not do (tool calls, several choices, log
-probabilities, penalties, JSON modes) are refused rather than ignored: a client must
-never believe it got something it did not. Fields that change nothing here (``user``,
-``metadata``, ``store``, ``parallel_tool_calls``, …) are ignored, as clients send them
-routinely.
+and what is allowed, so nothing later re-checks it; the tool and output-format fields
+are checked in `openai_tools`. Fields that would change what a client gets but that
+Swapless does not do (legacy ``functions``, several choices, log probabilities,
+penalties) are refused rather than ignored: a client must never believe it got
+something it did not. Fields that change nothing here (``user``, ``metadata``,
+``store``, …) are ignored, as clients send them routinely.
 """
 
 from __future__ import annotations
@@ -16,9 +16,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.tools.turn_tools import TurnTools
+from app.core.turn.parts import ToolCall
 from app.server.errors import RequestError
+from app.server.openai_chat.openai_tools import (
+    check_tool_results,
+    message_tool_calls,
+    parse_turn_tools,
+)
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 # OpenAI's newer name for the system role.
 ROLE_ALIASES = {"developer": "system"}
 MAX_STOP_SEQUENCES = 4
@@ -33,15 +40,34 @@ class ChatMessage:
     """One message as the model's chat template receives it.
 
     Attributes:
-        role: ``system``, ``user`` or ``assistant``.
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
         content: Its text (text parts joined).
+        tool_calls: An assistant message's calls.
+        tool_call_id: A tool message's answered call.
+        name: A tool message's function name.
     """
 
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
 
     def as_dict(self) -> dict:
-        """The ``{"role", "content"}`` dict the engine renders."""
+        """The dict the engine renders (Hugging Face's chat-template keys)."""
+        if self.role == "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": self.tool_call_id,
+                "name": self.name,
+                "content": self.content,
+            }
+        if self.tool_calls:
+            return {
+                "role": self.role,
+                "content": self.content,
+                "tool_calls": [c.template_dict() for c in self.tool_calls],
+            }
         return {"role": self.role, "content": self.content}
 
 
@@ -59,6 +85,7 @@ class ChatRequest:
         top_p: Nucleus threshold, or None for the preset's.
         stop: Sequences that end the reply (not included in it).
         seed: Sampling seed, or None.
+        tools: Tools, tool choice and output format, or None for plain chat.
     """
 
     model: str
@@ -70,6 +97,7 @@ class ChatRequest:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    tools: TurnTools | None = None
 
 
 def parse_json_body(body: bytes) -> dict:
@@ -129,7 +157,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         include_usage = _optional_bool(options, "include_usage", False)
     return ChatRequest(
         model=model,
-        messages=_messages(data.get("messages")),
+        messages=check_tool_results(_messages(data.get("messages"))),
         stream=stream,
         include_usage=include_usage,
         max_tokens=_max_tokens(data),
@@ -137,6 +165,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         top_p=_top_p(data),
         stop=_stop(data.get("stop")),
         seed=_seed(data.get("seed")),
+        tools=parse_turn_tools(data),
     )
 
 
@@ -155,25 +184,13 @@ def _refuse_unsupported(data: dict) -> None:
             "Log probabilities are not supported; leave out 'logprobs'.",
             param="logprobs",
         )
-    for name in ("tools", "functions"):
+    for name in ("functions", "function_call"):
         if data.get(name):
             raise RequestError(
-                "Tool calling is not supported: Swapless serves plain chat. Leave out "
-                f"'{name}'.",
+                f"The legacy '{name}' field is not supported; send 'tools' and "
+                "'tool_choice' instead.",
                 param=name,
             )
-    if data.get("tool_choice") not in (None, "none", "auto"):
-        raise RequestError(
-            "Tool calling is not supported; leave out 'tool_choice'.",
-            param="tool_choice",
-        )
-    response_format = data.get("response_format")
-    if response_format is not None and response_format != {"type": "text"}:
-        raise RequestError(
-            "Only text replies are supported: 'response_format' may only be "
-            '{"type": "text"}.',
-            param="response_format",
-        )
     for name in ("frequency_penalty", "presence_penalty"):
         value = data.get(name)
         if value is not None and value != 0:
@@ -306,22 +323,29 @@ def _message(item: Any, index: int) -> ChatMessage:
         raise RequestError(f"'{where}' must be an object.", param=where)
     role = item.get("role")
     role = ROLE_ALIASES.get(role, role)
-    if (
-        role in ("tool", "function")
-        or item.get("tool_calls")
-        or item.get("function_call")
-    ):
+    if role == "function" or item.get("function_call"):
         raise RequestError(
-            f"'{where}': tool calling is not supported (Swapless serves plain chat).",
+            f"'{where}': legacy function messages are not supported; use 'tool' "
+            "messages and 'tool_calls'.",
             param=where,
         )
     if role not in ROLES:
         raise RequestError(
-            f"'{where}.role' must be one of system, developer, user, assistant; got "
-            f"{role!r}.",
+            f"'{where}.role' must be one of system, developer, user, assistant, tool; "
+            f"got {role!r}.",
             param=f"{where}.role",
         )
-    return ChatMessage(role, _content(item.get("content"), role, where))
+    content = _content(item.get("content"), role, where)
+    if role == "tool":
+        ident = item.get("tool_call_id")
+        if not isinstance(ident, str) or not ident:
+            raise RequestError(
+                f"'{where}.tool_call_id' is required: the id of the call answered.",
+                param=f"{where}.tool_call_id",
+            )
+        return ChatMessage(role, content, tool_call_id=ident)
+    calls = message_tool_calls(item, where) if role == "assistant" else ()
+    return ChatMessage(role, content, tool_calls=calls)
 
 
 def _content(content: Any, role: str, where: str) -> str:
