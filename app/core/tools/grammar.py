@@ -4,9 +4,9 @@ The grammars are llguidance's (docs/structured-output.md says why that library):
 JSON schema compiles to its JSON grammar; a forced tool call is a small Lark grammar
 whose body is the JSON ``{"name", "arguments"}`` object of the model's own call format
 between its start and end markers (written as the marker tokens when the tokenizer has
-them as single special tokens, as text otherwise). JSON is kept compact (no free
-whitespace): a model with random weights would otherwise wander in whitespace
-forever, and compact JSON is what clients parse anyway.
+them as single special tokens, as text otherwise). JSON has no free
+whitespace (a model with random weights would otherwise wander in it forever) and is
+spaced as ``json.dumps`` writes it, as templates render calls back.
 
 Nothing here needs a model: `check_grammar` compiles without a tokenizer, so a request
 whose schema the library cannot take is refused before it reaches the engine.
@@ -26,7 +26,9 @@ from app.core.turn.parts import ToolSpec
 
 # Calls one forced reply may hold when parallel calls are allowed.
 MAX_PARALLEL_CALLS = 8
-COMPACT = {"whitespace_flexible": False}
+# JSON as Python's json.dumps (and so chat templates' ``tojson``) writes it: a call
+# the model made then renders back token for token, and the cache is reused.
+COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 @dataclass(frozen=True)
