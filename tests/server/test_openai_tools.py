@@ -170,3 +170,25 @@ def test_bad_tool_input_is_a_400_naming_the_field(client, fields, param, words):
         client.chat.completions.create(model="swapless", messages=MESSAGES, **fields)
     assert info.value.body["param"] == param
     assert words in info.value.body["message"]
+
+
+def test_a_tool_result_that_cannot_fit_is_refused_with_the_numbers(serve, make_preset):
+    client = client_for(serve(make_preset(max_tokens=200, max_context=1024,
+                                          auto_trim=False)))
+    first = client.chat.completions.create(
+        model="swapless", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+        parallel_tool_calls=False,
+    )
+    message = first.choices[0].message
+    history = [
+        *MESSAGES,
+        message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": message.tool_calls[0].id,
+         "content": "rain " * 3000},
+    ]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="swapless", messages=history, tools=TOOLS)
+    body = info.value.body
+    assert body["code"] == "context_length_exceeded"
+    # The tool definitions and the result are both counted.
+    assert body["swapless"]["prompt_tokens"] > 3000 + first.usage.prompt_tokens - 100

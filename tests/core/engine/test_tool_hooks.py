@@ -173,3 +173,34 @@ def test_tool_definitions_are_reused_from_the_prefix_cache(tool_engine):
     final = events(tool_engine, "prefix-b", turn, 0, messages=second, max_tokens=2)[-1]
     # A new conversation: only the prefix cache can have supplied these tokens.
     assert final.reused_tokens >= prefix > 100
+
+
+def test_the_event_filter_sends_calls_as_events_and_bad_calls_as_text(tool_engine):
+    from dataclasses import replace
+
+    from app.core.engine.tool_hooks import TurnHooks
+    from app.core.tools.call_stream import CallStream, MalformedCall
+
+    final = events(tool_engine, "filter", None, 0, max_tokens=2)[-1]
+    hooks = TurnHooks(None, CallStream(tool_engine.tool_call_format(), TOOLS))
+    got: list = []
+    send = hooks.wrap(got.append)
+    pieces = [
+        "Checking <tool", "_call>\n{\"name\": \"get_time\", \"arguments\": ",
+        "{\"zone\": \"UTC\"}}\n</tool_call>", " then <tool_call>{oops</tool_call>",
+    ]
+    for piece in pieces:
+        send(replace(final, text=piece, finish_reason=None))
+    # Reasoning is not searched for calls: it passes through untouched.
+    send(replace(final, text="<tool_call> thought", finish_reason=None, channel="reasoning"))
+    send(replace(final, text=" end"))
+    texts = "".join(e.text for e in got if type(e).__name__ == "GenerationEvent"
+                    and e.channel == "answer")
+    assert [e.text for e in got if getattr(e, "channel", "") == "reasoning"] == [
+        "<tool_call> thought"]
+    assert texts == "Checking  then <tool_call>{oops</tool_call> end"
+    (finished,) = [e for e in got if isinstance(e, ToolCallFinished)]
+    assert finished.call.arguments_dict() == {"zone": "UTC"}
+    (note,) = [e for e in got if isinstance(e, MalformedCall)]
+    assert "could not be used" in note.reason
+    assert got[-1].finish_reason == final.finish_reason and got[-1].text == ""
