@@ -389,9 +389,7 @@ class CompletionService:
             parts.append(tail)
             yield TextDelta(tail)
         final = handle.final
-        finish = calls.finish_reason(
-            "stop" if scanner.stopped else final.finish_reason
-        )
+        finish = calls.finish_reason("stop" if scanner.stopped else final.finish_reason)
         yield Finished(
             text="".join(parts),
             finish_reason=finish,

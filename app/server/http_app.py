@@ -30,10 +30,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.core.cancel import CancelToken
+from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
-from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.events import Finished, TextDelta
 from app.server.openai_chat.openai_request import parse_chat_request
 from app.server.openai_chat.openai_response import (

@@ -20,12 +20,26 @@ SCHEMA = {
 }
 
 
-def test_every_reply_validates_against_the_schema(tiny_model_dir, swapless_home, tmp_path):
+def test_every_reply_validates_against_the_schema(
+    tiny_model_dir, swapless_home, tmp_path
+):
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(json.dumps(SCHEMA), encoding="utf-8")
     result = run_cli(
-        ["chat", "--model", str(tiny_model_dir), "--json", "--json-schema",
-         str(schema_file), "--max-tokens", "80", "--temp", "1", "--seed", "4"],
+        [
+            "chat",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--json-schema",
+            str(schema_file),
+            "--max-tokens",
+            "80",
+            "--temp",
+            "1",
+            "--seed",
+            "4",
+        ],
         stdin="Hello there\nAnd again?\n",
         env_home=swapless_home,
     )

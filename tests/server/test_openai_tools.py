@@ -83,7 +83,10 @@ def client(serve, make_preset):
 
 def test_a_required_call_comes_back_as_tool_calls(client):
     reply = client.chat.completions.create(
-        model="swapless", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+        model="swapless",
+        messages=MESSAGES,
+        tools=TOOLS,
+        tool_choice="required",
         parallel_tool_calls=False,
     )
     choice = reply.choices[0]
@@ -97,7 +100,10 @@ def test_a_required_call_comes_back_as_tool_calls(client):
 
 def test_a_named_call_streams_in_openais_shape(client):
     stream = client.chat.completions.create(
-        model="swapless", messages=MESSAGES, tools=TOOLS, stream=True,
+        model="swapless",
+        messages=MESSAGES,
+        tools=TOOLS,
+        stream=True,
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
         parallel_tool_calls=False,
     )
@@ -115,7 +121,10 @@ def test_a_named_call_streams_in_openais_shape(client):
 
 def test_a_tool_result_round_trip(client):
     first = client.chat.completions.create(
-        model="swapless", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+        model="swapless",
+        messages=MESSAGES,
+        tools=TOOLS,
+        tool_choice="required",
         parallel_tool_calls=False,
     )
     message = first.choices[0].message
@@ -142,9 +151,14 @@ def test_a_tool_result_round_trip(client):
 @pytest.mark.parametrize("strict", [True, False])
 def test_a_json_schema_reply_validates_from_a_random_model(client, strict):
     reply = client.chat.completions.create(
-        model="swapless", messages=MESSAGES, seed=3, temperature=1.0,
-        response_format={"type": "json_schema", "json_schema": {
-            "name": "weather", "schema": ANSWER, "strict": strict}},
+        model="swapless",
+        messages=MESSAGES,
+        seed=3,
+        temperature=1.0,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "weather", "schema": ANSWER, "strict": strict},
+        },
     )
     assert reply.choices[0].finish_reason == "stop"
     jsonschema.validate(json.loads(reply.choices[0].message.content), ANSWER)
@@ -153,16 +167,55 @@ def test_a_json_schema_reply_validates_from_a_random_model(client, strict):
 @pytest.mark.parametrize(
     ("fields", "param", "words"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-            "type": "object", "properties": {"a": {"type": 5}}}}}]},
-         "tools[0].function.parameters", "not a valid JSON schema"),
-        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {
-            "name": "launch"}}}, "tool_choice.function.name", "not among"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
-          "schema": {"type": "string", "pattern": "(?=a)"}}}},
-         "response_format.json_schema.schema", "cannot be enforced"),
-        ({"tools": [{"type": "function", "function": {"name": f"t{i}"}}
-                    for i in range(500)]}, "tools", "at most 128"),
+        (
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"a": {"type": 5}},
+                            },
+                        },
+                    }
+                ]
+            },
+            "tools[0].function.parameters",
+            "not a valid JSON schema",
+        ),
+        (
+            {
+                "tools": TOOLS,
+                "tool_choice": {"type": "function", "function": {"name": "launch"}},
+            },
+            "tool_choice.function.name",
+            "not among",
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "x",
+                        "schema": {"type": "string", "pattern": "(?=a)"},
+                    },
+                }
+            },
+            "response_format.json_schema.schema",
+            "cannot be enforced",
+        ),
+        (
+            {
+                "tools": [
+                    {"type": "function", "function": {"name": f"t{i}"}}
+                    for i in range(500)
+                ]
+            },
+            "tools",
+            "at most 128",
+        ),
     ],
 )
 def test_bad_tool_input_is_a_400_naming_the_field(client, fields, param, words):
@@ -173,18 +226,25 @@ def test_bad_tool_input_is_a_400_naming_the_field(client, fields, param, words):
 
 
 def test_a_tool_result_that_cannot_fit_is_refused_with_the_numbers(serve, make_preset):
-    client = client_for(serve(make_preset(max_tokens=200, max_context=1024,
-                                          auto_trim=False)))
+    client = client_for(
+        serve(make_preset(max_tokens=200, max_context=1024, auto_trim=False))
+    )
     first = client.chat.completions.create(
-        model="swapless", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+        model="swapless",
+        messages=MESSAGES,
+        tools=TOOLS,
+        tool_choice="required",
         parallel_tool_calls=False,
     )
     message = first.choices[0].message
     history = [
         *MESSAGES,
         message.model_dump(exclude_none=True),
-        {"role": "tool", "tool_call_id": message.tool_calls[0].id,
-         "content": "rain " * 3000},
+        {
+            "role": "tool",
+            "tool_call_id": message.tool_calls[0].id,
+            "content": "rain " * 3000,
+        },
     ]
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="swapless", messages=history, tools=TOOLS)

@@ -31,9 +31,12 @@ def test_json_schema_needs_no_tool_template(serve, make_preset):
         "additionalProperties": False,
     }
     reply = client.chat.completions.create(
-        model="swapless", messages=MESSAGES,
-        response_format={"type": "json_schema", "json_schema": {"name": "s",
-                         "schema": schema}},
+        model="swapless",
+        messages=MESSAGES,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "s", "schema": schema},
+        },
     )
     value = json.loads(reply.choices[0].message.content)
     assert value["ok"] in (True, False) and value["n"] in (1, 2, 3)

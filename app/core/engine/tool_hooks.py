@@ -188,9 +188,7 @@ class TurnHooks:
                     texts_sent = True
                 else:  # tool-call events and `MalformedCall` notes
                     emit(item)
-            if event.finish_reason is not None:
-                emit(replace(event, text=""))
-            elif not texts_sent:
+            if event.finish_reason is not None or not texts_sent:
                 emit(replace(event, text=""))
 
         return send

@@ -30,9 +30,7 @@ def prefix_hashes(messages: tuple[ChatMessage, ...]) -> tuple[str, ...]:
     chain = hashlib.sha256()
     hashes = []
     for message in messages:
-        chain.update(
-            json.dumps(message.as_dict(), sort_keys=True).encode("utf-8")
-        )
+        chain.update(json.dumps(message.as_dict(), sort_keys=True).encode("utf-8"))
         hashes.append(chain.copy().hexdigest())
     return tuple(hashes)
 

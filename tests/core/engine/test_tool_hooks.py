@@ -31,10 +31,22 @@ WEATHER = {
 }
 TOOLS = parse_tools(
     [
-        {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
-        {"type": "function", "function": {"name": "get_time", "parameters": {
-            "type": "object", "properties": {"zone": {"type": "string",
-            "maxLength": 8}}, "required": ["zone"], "additionalProperties": False}}},
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "parameters": WEATHER},
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "get_time",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"zone": {"type": "string", "maxLength": 8}},
+                    "required": ["zone"],
+                    "additionalProperties": False,
+                },
+            },
+        },
     ]
 )
 MESSAGES = [
@@ -63,19 +75,21 @@ def tool_engine(tmp_path_factory):
 
 
 def sampling(seed: int, max_tokens: int = 200) -> SamplingSettings:
-    return SamplingSettings(temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=seed)
+    return SamplingSettings(
+        temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=seed
+    )
 
 
 def events(engine, key, tools, seed, messages=MESSAGES, max_tokens=200):
     return list(
-        engine.chat(key, messages, KVSettings(), sampling(seed, max_tokens), tools=tools)
+        engine.chat(
+            key, messages, KVSettings(), sampling(seed, max_tokens), tools=tools
+        )
     )
 
 
 def text_of(items) -> str:
-    return "".join(
-        e.text for e in items if type(e).__name__ == "GenerationEvent"
-    )
+    return "".join(e.text for e in items if type(e).__name__ == "GenerationEvent")
 
 
 def test_the_model_format_comes_from_mlx_lm(tool_engine):
@@ -103,7 +117,8 @@ def test_a_required_call_parses_and_validates_whatever_the_weights(tool_engine, 
 def test_a_named_call_calls_that_function(tool_engine, seed):
     turn = TurnTools(TOOLS, ToolChoice("named", "get_time"), parallel=True)
     calls = [
-        e.call for e in events(tool_engine, f"named{seed}", turn, seed, max_tokens=400)
+        e.call
+        for e in events(tool_engine, f"named{seed}", turn, seed, max_tokens=400)
         if isinstance(e, ToolCallFinished)
     ]
     assert calls and {c.name for c in calls} == {"get_time"}
@@ -113,7 +128,9 @@ def test_a_named_call_calls_that_function(tool_engine, seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_json_schema_reply_validates_whatever_the_weights(tool_engine, seed):
-    items = events(tool_engine, f"schema{seed}", TurnTools(response_schema=ANSWER), seed)
+    items = events(
+        tool_engine, f"schema{seed}", TurnTools(response_schema=ANSWER), seed
+    )
     assert items[-1].finish_reason == "stop"
     jsonschema.validate(json.loads(text_of(items)), ANSWER)
 
@@ -132,11 +149,23 @@ def test_tool_history_renders_and_tools_join_the_stable_prefix(tool_engine):
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {
-                "name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "arguments": '{"city": "Paris"}',
+                    },
+                }
+            ],
         },
-        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather",
-         "content": "sunny, 21 C"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "name": "get_weather",
+            "content": "sunny, 21 C",
+        },
     ]
     tools = turn.template_tools()
     ids = tool_engine.render(history, True, tools)
@@ -186,18 +215,28 @@ def test_the_event_filter_sends_calls_as_events_and_bad_calls_as_text(tool_engin
     got: list = []
     send = hooks.wrap(got.append)
     pieces = [
-        "Checking <tool", "_call>\n{\"name\": \"get_time\", \"arguments\": ",
-        "{\"zone\": \"UTC\"}}\n</tool_call>", " then <tool_call>{oops</tool_call>",
+        "Checking <tool",
+        '_call>\n{"name": "get_time", "arguments": ',
+        '{"zone": "UTC"}}\n</tool_call>',
+        " then <tool_call>{oops</tool_call>",
     ]
     for piece in pieces:
         send(replace(final, text=piece, finish_reason=None))
     # Reasoning is not searched for calls: it passes through untouched.
-    send(replace(final, text="<tool_call> thought", finish_reason=None, channel="reasoning"))
+    send(
+        replace(
+            final, text="<tool_call> thought", finish_reason=None, channel="reasoning"
+        )
+    )
     send(replace(final, text=" end"))
-    texts = "".join(e.text for e in got if type(e).__name__ == "GenerationEvent"
-                    and e.channel == "answer")
+    texts = "".join(
+        e.text
+        for e in got
+        if type(e).__name__ == "GenerationEvent" and e.channel == "answer"
+    )
     assert [e.text for e in got if getattr(e, "channel", "") == "reasoning"] == [
-        "<tool_call> thought"]
+        "<tool_call> thought"
+    ]
     assert texts == "Checking  then <tool_call>{oops</tool_call> end"
     (finished,) = [e for e in got if isinstance(e, ToolCallFinished)]
     assert finished.call.arguments_dict() == {"zone": "UTC"}

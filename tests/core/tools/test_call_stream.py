@@ -17,7 +17,9 @@ from app.core.turn.parts import (
 )
 
 JSON_TOOLS = CallFormat(
-    "json_tools", json_tools.tool_call_start, json_tools.tool_call_end,
+    "json_tools",
+    json_tools.tool_call_start,
+    json_tools.tool_call_end,
     json_tools.parse_tool_call,
 )
 WEATHER = ToolSpec(
@@ -41,7 +43,9 @@ def answer_text(items: list) -> str:
     return "".join(i for i in items if isinstance(i, str))
 
 
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+CALL = (
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+)
 
 
 @pytest.mark.parametrize("pieces", [1, 2, 5, 1000])
@@ -97,7 +101,9 @@ def test_a_reply_ending_inside_a_call_is_parsed_if_it_can_be():
 
 def test_other_formats_use_their_own_parser():
     fmt = CallFormat(
-        "qwen3_coder", qwen3_coder.tool_call_start, qwen3_coder.tool_call_end,
+        "qwen3_coder",
+        qwen3_coder.tool_call_start,
+        qwen3_coder.tool_call_end,
         qwen3_coder.parse_tool_call,
     )
     text = (

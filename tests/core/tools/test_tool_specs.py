@@ -42,9 +42,16 @@ def test_tools_parse_into_specs_with_an_empty_object_schema_by_default():
 @pytest.mark.parametrize(
     ("tools", "field", "words"),
     [
-        ([tool(parameters={"type": "object", "properties": 3})], "parameters",
-         "not a valid JSON schema"),
-        ([tool(parameters={"type": "string"})], "parameters", "must describe an object"),
+        (
+            [tool(parameters={"type": "object", "properties": 3})],
+            "parameters",
+            "not a valid JSON schema",
+        ),
+        (
+            [tool(parameters={"type": "string"})],
+            "parameters",
+            "must describe an object",
+        ),
         ([tool(name="has space")], "function.name", "1 to 64"),
         ([tool(), tool()], "tools[1].function.name", "defined twice"),
         ([tool(description="x" * 1_000_000)], "description", "at most"),
@@ -79,8 +86,10 @@ def test_tool_choice_modes_and_names():
 
 
 def test_a_schema_the_library_cannot_enforce_is_refused_in_its_words():
-    schema = {"type": "object", "properties": {"a": {"type": "string",
-              "pattern": "(?<=x)y"}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "(?<=x)y"}},
+    }
     error = refused(check_grammar, json_schema_grammar(schema), "response_format")
     assert "look-around" in str(error)
     check_grammar(json_schema_grammar({"type": "object"}), "response_format")

@@ -34,7 +34,7 @@ TOOL_TEMPLATE = (
     "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
     "{%- if tool_call.function is defined %}"
     "{%- set tool_call = tool_call.function %}{%- endif %}"
-    "{{- '<tool_call>\\n{\"name\": \"' + tool_call.name + '\", \"arguments\": ' }}"
+    '{{- \'<tool_call>\\n{"name": "\' + tool_call.name + \'", "arguments": \' }}'
     "{%- if tool_call.arguments is string %}{{- tool_call.arguments }}"
     "{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}"
     "{{- '}\\n</tool_call>' }}"
