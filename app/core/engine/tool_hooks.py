@@ -82,10 +82,10 @@ class GrammarProcessor:
         if self._seen is None:
             self._seen = tokens.size
         elif tokens.size > self._seen:
-            new = tokens[self._seen :].tolist()
+            new = np.asarray(tokens[self._seen :], dtype=np.int64).tolist()
             self._seen = tokens.size
             for token in new:
-                self._matcher.consume_token(int(token))
+                self._matcher.consume_token(token)
         if self._matcher.is_error():
             raise RuntimeError(f"grammar matcher failed: {self._matcher.get_error()}")
         self._matcher.unsafe_compute_mask_ptr(
@@ -148,7 +148,7 @@ class TurnHooks:
         Raises:
             ToolInputError: The model cannot do what the turn asks.
         """
-        processors = None
+        processors: list[Callable[[mx.array, mx.array], mx.array]] | None = None
         grammar = grammar_for(tokenizer, turn)
         if grammar is not None:
             lltok = ll_tokenizer(tokenizer)

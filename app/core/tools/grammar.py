@@ -17,18 +17,25 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llguidance
 
 from app.core.tools.tool_specs import ToolChoice, ToolInputError
 from app.core.turn.parts import ToolSpec
 
+if TYPE_CHECKING:  # a TypedDict of the library's type stub only
+    from llguidance._lib import JsonCompileOptions
+
 # Calls one forced reply may hold when parallel calls are allowed.
 MAX_PARALLEL_CALLS = 8
 # JSON as Python's json.dumps (and so chat templates' ``tojson``) writes it: a call
 # the model made then renders back token for token, and the cache is reused.
-COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+COMPACT: JsonCompileOptions = {
+    "whitespace_flexible": False,
+    "item_separator": ", ",
+    "key_separator": ": ",
+}
 
 
 @dataclass(frozen=True)

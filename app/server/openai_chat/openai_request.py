@@ -322,7 +322,8 @@ def _message(item: Any, index: int) -> ChatMessage:
     if not isinstance(item, dict):
         raise RequestError(f"'{where}' must be an object.", param=where)
     role = item.get("role")
-    role = ROLE_ALIASES.get(role, role)
+    if isinstance(role, str):
+        role = ROLE_ALIASES.get(role, role)
     if role == "function" or item.get("function_call"):
         raise RequestError(
             f"'{where}': legacy function messages are not supported; use 'tool' "

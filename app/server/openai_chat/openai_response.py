@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.errors import RequestError
@@ -170,7 +171,7 @@ def error_body(error: RequestError | None) -> dict:
                 "code": "internal_error",
             }
         }
-    body = {
+    body: dict[str, Any] = {
         "message": str(error),
         "type": error.error_type,
         "param": error.param,
