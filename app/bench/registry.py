@@ -27,6 +27,7 @@ _MODULES = {
     "architectures": "app.bench.parts.architectures",
     "fidelity": "app.bench.parts.fidelity",
     "server": "app.bench.parts.server",
+    "structured": "app.bench.parts.structured",
     "ui": "app.bench.parts.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)
