@@ -163,7 +163,9 @@ class TurnHooks:
         if turn.parses_calls:
             fmt = call_format(tokenizer)
             if fmt is not None:
-                stream = CallStream(fmt, turn.tools)
+                stream = CallStream(
+                    fmt, turn.tools, max_calls=None if turn.parallel else 1
+                )
         return cls(processors, stream)
 
     def wrap(self, emit: Callable[[object], None]) -> Callable[[object], None]:

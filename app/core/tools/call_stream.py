@@ -10,7 +10,8 @@ marker arrives (or when the reply ends inside it) and comes out as
 `ToolCallStarted`, one `ToolCallDelta` with its arguments and `ToolCallFinished`.
 
 A call that does not parse, or names a function that was not offered, comes back as
-text (the markup included) together with a `MalformedCall` note: never an error.
+text (the markup included) together with a `MalformedCall` note: never an error. A
+call beyond ``max_calls`` (``parallel_tool_calls: false``) is dropped with a note.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class CallFormat:
 
 @dataclass(frozen=True)
 class MalformedCall:
-    """A call the model wrote that could not be used; its text went to the answer.
+    """A call the model wrote that could not be used: its text went to the answer (or,
+    past ``max_calls``, it was dropped).
 
     Attributes:
         text: The markup, as written.
@@ -94,6 +96,7 @@ class CallStream:
         tools: The offered tools; a call to any other name is malformed. Empty:
             any name is taken.
         new_id: Makes call ids (tests pass a counter).
+        max_calls: Calls kept per reply (None: any number).
     """
 
     def __init__(
@@ -101,7 +104,9 @@ class CallStream:
         call_format: CallFormat,
         tools: Sequence[ToolSpec] = (),
         new_id: Callable[[], str] = new_call_id,
+        max_calls: int | None = None,
     ):
+        self._max_calls = max_calls
         self.format = call_format
         self._tools = list(tools)
         self._tool_dicts = [t.template_dict() for t in tools] or None
@@ -158,6 +163,14 @@ class CallStream:
 
     def _finish_call(self, body: str, *, closed: bool) -> list[StreamItem]:
         markup = self.format.start + body + (self.format.end if closed else "")
+        if self._max_calls is not None and len(self.calls) >= self._max_calls:
+            note = MalformedCall(
+                markup,
+                f"a further tool call was dropped: at most {self._max_calls} per "
+                "reply (parallel tool calls are off)",
+            )
+            self.malformed.append(note)
+            return [note]
         try:
             parsed = self.format.parse(body, self._tool_dicts)
             entries = parsed if isinstance(parsed, list) else [parsed]

@@ -76,6 +76,15 @@ def test_parallel_calls_get_their_own_indexes():
     assert len({f.call.id for f in finished}) == 2
 
 
+def test_without_parallel_calls_a_second_call_is_dropped_with_a_note():
+    stream = CallStream(JSON_TOOLS, (WEATHER,), max_calls=1)
+    items = stream.feed(CALL + CALL.replace("Paris", "Oslo")) + stream.close()
+    finished = [i for i in items if isinstance(i, ToolCallFinished)]
+    assert [f.call.arguments_dict()["city"] for f in finished] == ["Paris"]
+    assert "dropped" in stream.malformed[0].reason
+    assert answer_text(items) == ""
+
+
 def test_a_malformed_call_comes_back_as_text_with_a_note():
     bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": }\n</tool_call>'
     items = run("x" + bad, 3)
