@@ -209,6 +209,27 @@ def test_a_json_schema_reply_validates_from_a_random_model(client, strict):
         (
             {
                 "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {
+                                    "a": {"type": "string", "pattern": "(?<=x)"}
+                                },
+                            },
+                        },
+                    }
+                ],
+                "tool_choice": "required",
+            },
+            "tools",
+            "cannot be enforced",
+        ),
+        (
+            {
+                "tools": [
                     {"type": "function", "function": {"name": f"t{i}"}}
                     for i in range(500)
                 ]

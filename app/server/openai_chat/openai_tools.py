@@ -13,8 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.tools.grammar import (
+    Marker,
     check_grammar,
     json_schema_grammar,
+    tool_call_grammar,
 )
 from app.core.tools.tool_specs import (
     ToolInputError,
@@ -50,6 +52,13 @@ def parse_turn_tools(data: dict) -> TurnTools | None:
                 "parallel_tool_calls",
             )
         schema, json_object = _response_format(data.get("response_format"))
+        if choice.forces_call:
+            # The call's grammar is compiled now, so a schema the library cannot
+            # enforce is a 400 here, not a failure on the engine thread.
+            grammar = tool_call_grammar(
+                tools, choice, start=Marker("<a>"), end=Marker("</a>"), parallel=False
+            )
+            check_grammar(grammar, "tools")
     except ToolInputError as exc:
         raise request_error(exc) from None
     if not tools and schema is None and not json_object:
