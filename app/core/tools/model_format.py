@@ -13,6 +13,7 @@ from typing import Any
 
 from app.core.tools.call_stream import CallFormat
 from app.core.tools.grammar import Marker
+from app.core.tools.harmony import harmony_format
 
 
 def call_format(tokenizer: Any) -> CallFormat | None:
@@ -21,7 +22,9 @@ def call_format(tokenizer: Any) -> CallFormat | None:
     start = getattr(tokenizer, "tool_call_start", None)
     end = getattr(tokenizer, "tool_call_end", None)
     if parse is None or not start or not end:
-        return None
+        # gpt-oss: mlx-lm has no parser for harmony's commentary-channel calls.
+        get_vocab = getattr(tokenizer, "get_vocab", None)
+        return harmony_format(get_vocab()) if callable(get_vocab) else None
     name = getattr(parse, "__module__", "").rsplit(".", 1)[-1]
     return CallFormat(name=name, start=start, end=end, parse=parse)
 

@@ -123,3 +123,27 @@ def test_other_formats_use_their_own_parser():
     (finished,) = [i for i in items if isinstance(i, ToolCallFinished)]
     assert finished.call.arguments_dict() == {"city": "Rome"}
     assert answer_text(items) == ""
+
+
+def test_harmony_commentary_calls_parse_both_ways_round():
+    from app.core.tools.harmony import harmony_format
+
+    fmt = harmony_format({"<|channel|>": 1, "<|message|>": 2, "<|call|>": 3})
+    assert fmt is not None and harmony_format({"<|im_end|>": 1}) is None
+    recipient_in_channel = (
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Oslo"}<|call|>'
+    )
+    items = run(recipient_in_channel, 4, fmt=fmt)
+    (finished,) = [i for i in items if isinstance(i, ToolCallFinished)]
+    assert finished.call.name == "get_weather"
+    assert finished.call.arguments_dict() == {"city": "Oslo"}
+    # The recipient after the role; generation stops at <|call|> (an end token),
+    # so the reply ends inside the call.
+    after_role = (
+        ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Rome"}'
+    )
+    items = run(after_role, 3, fmt=fmt)
+    (finished,) = [i for i in items if isinstance(i, ToolCallFinished)]
+    assert finished.call.arguments_dict() == {"city": "Rome"}
+    assert answer_text(items) == " "
