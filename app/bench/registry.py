@@ -27,6 +27,7 @@ _MODULES = {
     "architectures": "app.bench.parts.architectures",
     "fidelity": "app.bench.parts.fidelity",
     "server": "app.bench.parts.server",
+    "agent_session": "app.bench.parts.agent_session",
     "structured": "app.bench.parts.structured",
     "ui": "app.bench.parts.ui_responsiveness",
 }

@@ -12,5 +12,9 @@ Layers, outermost first: `local_server` (start/stop/status, the HTTP loop on its
 thread), `http_app` (Starlette routes, auth, limits, SSE), `completion` (one request
 from messages to events), `client_history` and `conversation_index` (trims remembered
 across requests, the cache each request runs on), `openai_request` and
-`openai_response` (the protocol's shapes).
+`openai_response` (the protocol's shapes). Agents' protocols sit beside Chat
+Completions on the same service: `agent_routes` (their routes), `anthropic_messages/`,
+`openai_responses/` and `completions/` (each protocol's shapes), `bridge` (events from
+a request's worker thread to the HTTP loop, with keep-alive ticks) and `tool_prompt`
+(tools in the system turn until the engine renders them).
 """

@@ -25,8 +25,16 @@ from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
+from app.core.tools.call_stream import MalformedCall
+from app.core.tools.turn_tools import TurnTools
 from app.core.trim.policy import Action
-from app.core.turn.parts import ToolCallDelta, ToolCallStarted
+from app.core.turn.parts import (
+    ANSWER,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
@@ -45,7 +53,8 @@ from app.server.openai_chat.client_history import (
 )
 from app.server.openai_chat.openai_request import ChatRequest
 from app.server.stop_sequences import StopScanner
-from app.server.tool_paths import CallCollector, planning_engine
+from app.server.tool_paths import turn_tools_of
+from app.server.tool_prompt import engine_takes_tools, fold_tools
 
 logger = logging.getLogger(__name__)
 # Accepted as the model name whatever is loaded, for clients configured once while
@@ -233,22 +242,32 @@ class CompletionService:
         )
         limit = self.effective_limit()
         costs = self._template_costs(info)
-        # From here on every prompt is counted with the tool definitions in it.
-        engine = planning_engine(engine, request.tools)
+        # A forced call the model's format cannot take is refused before anything runs.
+        self._turn_tools(request)
         history = ClientHistory.of(request.messages)
         pressure = self.pressure()
         if pressure != "normal":
             # Under pressure, what can be rebuilt goes first (prefix entries, idle caches).
             engine.release_memory()
-        lease = self.index.acquire(history.hashes, history.system_count)
+        # Agents compact their own history when told the context is full: a request
+        # with tools (or from an agent protocol) is refused with the numbers, never
+        # trimmed behind its back.
+        never_trim = request.never_trim or bool(request.tools)
+        view = model_view(history, self.records.lookup(history), costs.style)
+        prompt_ids = self._prompt_ids(view, request)
+        lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
         finished = None
         try:
-            view = model_view(history, self.records.lookup(history), costs.style)
+            if lease.fork_from:  # a branch: start from the shared prefix, a copy
+                engine.fork_cache(
+                    lease.fork_from, lease.key, lease.fork_tokens, preset.kv_settings()
+                )
             outcome: TrimOutcome | None = None
             reason = ""
             for _ in range(MAX_TRIM_ROUNDS):
-                prompt_tokens = self._prompt_tokens(engine, view)
+                prompt_ids = self._prompt_ids(view, request)
+                prompt_tokens = len(prompt_ids)
                 details = {
                     "prompt_tokens": prompt_tokens,
                     "max_tokens": sampling.max_tokens,
@@ -271,6 +290,10 @@ class CompletionService:
                 )
                 if plan.action is Action.PROCEED:
                     break
+                if never_trim and pressure != "critical":
+                    raise ContextLengthExceeded(
+                        _too_long(details, plan.reason), details
+                    )
                 if plan.action is Action.REFUSE:
                     raise _refusal(plan.reason, pressure, details)
                 drop, budget = fit_plan(
@@ -313,7 +336,7 @@ class CompletionService:
             ran = True
             replies = self._generate(
                 lease.key,
-                view,
+                self._model_messages(view, request),
                 request,
                 sampling,
                 limit,
@@ -329,13 +352,18 @@ class CompletionService:
                 else:
                     yield event
         finally:
-            self.index.release(lease, history.hashes if ran else None)
+            self.index.release(
+                lease,
+                history.hashes if ran else None,
+                prompt_ids if ran else None,
+                engine.cache_state(lease.key).kv_bytes,
+            )
         yield finished
 
     def _generate(
         self,
         key: str,
-        view: ModelView,
+        messages: list[dict],
         request: ChatRequest,
         sampling: SamplingSettings,
         limit: int,
@@ -351,18 +379,21 @@ class CompletionService:
                 "", "cancelled", 0, 0, 0, {**extension, "cancelled": True}, key
             )
             return
+        turn_tools = self._turn_tools(request)
+        extra = {"tools": turn_tools} if turn_tools is not None else {}
         handle = self.engine.chat(
             key,
-            view.messages(),
+            messages,
             kv,
             sampling,
             max_context=limit,
             cancel=cancel,
-            tools=request.tools,
+            **extra,
         )
         scanner = StopScanner(request.stop)
         parts: list[str] = []
-        calls = CallCollector()
+        calls: list[ToolCall] = []
+        notes: list[str] = []
         try:
             for event in handle:  # a budget refusal is raised here, before any event
                 if not accepted:
@@ -371,9 +402,17 @@ class CompletionService:
                 if isinstance(event, ToolCallStarted | ToolCallDelta):
                     yield event
                     continue
-                if calls.take(event):
+                if isinstance(event, ToolCallFinished):
+                    calls.append(event.call)
+                    yield event
+                    continue
+                if isinstance(event, MalformedCall):
+                    notes.append(event.reason)
                     continue
                 if not isinstance(event, GenerationEvent) or not event.text:
+                    continue
+                if event.channel != ANSWER:  # reasoning: no stop sequences in it
+                    yield TextDelta(event.text, event.channel)
                     continue
                 text = scanner.feed(event.text)
                 if text:
@@ -389,7 +428,9 @@ class CompletionService:
             parts.append(tail)
             yield TextDelta(tail)
         final = handle.final
-        finish = calls.finish_reason("stop" if scanner.stopped else final.finish_reason)
+        finish = "stop" if scanner.stopped else final.finish_reason
+        if calls and finish == "stop":
+            finish = "tool_calls"
         yield Finished(
             text="".join(parts),
             finish_reason=finish,
@@ -397,10 +438,11 @@ class CompletionService:
             completion_tokens=final.generated_tokens,
             cached_tokens=final.reused_tokens,
             key=key,
-            tool_calls=tuple(calls.calls),
+            tool_calls=tuple(calls),
+            stop_sequence=scanner.matched,
             swapless={
                 **extension,
-                **calls.extension(),
+                **({"tool_call_notes": notes} if notes else {}),
                 # OpenAI has no finish reason for this: a reply cut short because
                 # the server stopped (or the client left) says so here.
                 "cancelled": finish == "cancelled",
@@ -414,10 +456,45 @@ class CompletionService:
             },
         )
 
-    @staticmethod
-    def _prompt_tokens(engine, view: ModelView) -> int:
+    def _templates_tools(self) -> bool:
+        """True when the model's own template renders tools (else they are folded
+        into the system turn the Qwen3 way, and calls are read that way)."""
+        return engine_takes_tools(self.engine) and self.engine.supports_tools()
+
+    def _model_messages(self, view: ModelView, request: ChatRequest) -> list[dict]:
+        """The messages the engine renders; tools folded into the system turn when
+        the model's template cannot take them."""
+        messages = view.messages()
+        if request.tools and not self._templates_tools():
+            return fold_tools(messages, request.tools)
+        return messages
+
+    def _turn_tools(self, request: ChatRequest) -> TurnTools | None:
+        """What the engine enforces and parses for ``request`` (None: plain chat, or
+        an engine that takes no tools)."""
+        if not engine_takes_tools(self.engine):
+            return None
+        return turn_tools_of(request, self.engine)
+
+    def _tool_kwargs(self, request: ChatRequest) -> dict:
+        if request.tools and self._templates_tools():
+            return {"tools": [tool.template_dict() for tool in request.tools]}
+        return {}
+
+    def prompt_tokens(self, request: ChatRequest) -> int:
+        """Tokens the model would see for ``request`` untrimmed (count_tokens).
+
+        Raises:
+            RequestError: The template cannot render the messages.
+        """
+        history = ClientHistory.of(request.messages)
+        view = model_view(history, None, "system")
+        return len(self._prompt_ids(view, request))
+
+    def _prompt_ids(self, view: ModelView, request: ChatRequest) -> list[int]:
         try:
-            return len(engine.render(view.messages(), True))
+            messages = self._model_messages(view, request)
+            return self.engine.render(messages, True, **self._tool_kwargs(request))
         except Exception as exc:  # jinja refuses e.g. roles out of order
             raise RequestError(
                 f"The model's chat template cannot render these messages: {exc}",
@@ -434,6 +511,21 @@ class CompletionService:
 
 def _or(value, default):
     return default if value is None else value
+
+
+def _too_long(details: dict, reason: str) -> str:
+    """Anthropic's words for a prompt over the limit (agents parse the numbers)."""
+    prompt, limit = details["prompt_tokens"], details["effective_limit"]
+    if prompt + details["max_tokens"] <= limit:  # refused for memory, not length
+        return reason
+    if prompt > limit:
+        return f"prompt is too long: {prompt} tokens > {limit} maximum"
+    return (
+        # Claude Code parses exactly these words and retries with fewer max_tokens.
+        f"input length and `max_tokens` exceed context limit: {prompt} + "
+        f"{details['max_tokens']} > {limit}, decrease input length or `max_tokens` "
+        "and try again"
+    )
 
 
 def _refusal(reason: str, pressure: str, details: dict) -> RequestError:

@@ -9,6 +9,13 @@ one message after the system prompt (an edited or regenerated last turn) — and
 other request gets a cache of its own (a shared system prompt still comes from the
 engine's prefix cache). A cache serves one request at a time: a request that would
 continue a busy one (the same history sent twice at once) gets its own.
+
+When the request's prompt tokens are known, the choice is by tokens instead, through a
+`BranchTrie` of the caches' prompts: the request runs on the cache sharing the longest
+token prefix with it, and when it diverges inside that cache (a subagent off the same
+instructions and tools, a tool list changed near its end, an edited turn) the lease
+says to fork: the shared prefix is copied into a cache of its own, and both branches
+stay live until the engine's LRU, within the memory budget, drops one.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from app.core.engine.cache.branch_trie import BranchTrie
 
 # Conversations remembered; their caches themselves live in the engine's LRU.
 MAX_CONVERSATIONS = 256
@@ -44,11 +53,16 @@ class Lease:
         key: The engine cache key.
         continued: True when the request continues the conversation of that cache.
         shared_messages: Leading client messages it shares with that conversation.
+        fork_from: A cache whose first ``fork_tokens`` tokens should be copied into
+            ``key``'s before the request runs ('' for none).
+        fork_tokens: How many.
     """
 
     key: str
     continued: bool
     shared_messages: int
+    fork_from: str = ""
+    fork_tokens: int = 0
 
 
 def shared_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
@@ -80,14 +94,24 @@ class ConversationIndex:
         self.capacity = capacity
         self._conversations: dict[str, _Conversation] = {}
         self._lock = threading.Lock()
+        self.branches = BranchTrie()
 
-    def acquire(self, hashes: tuple[str, ...], system_count: int) -> Lease:
+    def acquire(
+        self,
+        hashes: tuple[str, ...],
+        system_count: int,
+        tokens: Sequence[int] | None = None,
+    ) -> Lease:
         """Choose the cache key for a request and mark it busy.
 
         Args:
             hashes: The request's `prefix_hashes`.
             system_count: Its leading system messages.
+            tokens: Its prompt's token ids; when given, the cache is chosen by the
+                longest token prefix (`BranchTrie`).
         """
+        if tokens is not None:
+            return self._acquire_by_tokens(hashes, tokens)
         with self._lock:
             best, best_shared = None, 0
             for conversation in self._conversations.values():
@@ -114,8 +138,45 @@ class ConversationIndex:
             best.used_at = time.monotonic()
             return Lease(best.key, continued, best_shared)
 
-    def release(self, lease: Lease, hashes: tuple[str, ...] | None) -> None:
-        """Free a key; ``hashes`` is what its cache now continues (None: unchanged)."""
+    def _acquire_by_tokens(
+        self, hashes: tuple[str, ...], tokens: Sequence[int]
+    ) -> Lease:
+        # Branches whose cache the engine dropped (LRU, memory pressure) are gone.
+        for key in self.keys():
+            if key in self.branches and not self._cached_tokens(key):
+                with self._lock:
+                    self.branches.remove(key)
+        with self._lock:
+            busy = [k for k, c in self._conversations.items() if c.busy]
+            plan = self.branches.plan(tokens, busy)
+            known = self._conversations.get(plan.key)
+            if plan.action == "continue" and known is not None:
+                conversation = known
+            else:
+                conversation = _Conversation(key=f"{KEY_PREFIX}{next(_KEY_NUMBERS)}")
+                self._conversations[conversation.key] = conversation
+                self._forget_oldest()
+            conversation.busy = True
+            conversation.used_at = time.monotonic()
+            self.branches.touch(conversation.key)
+            return Lease(
+                conversation.key,
+                continued=plan.action == "continue",
+                shared_messages=shared_prefix(conversation.hashes, hashes),
+                fork_from=plan.key if plan.action == "fork" else "",
+                fork_tokens=plan.common if plan.action == "fork" else 0,
+            )
+
+    def release(
+        self,
+        lease: Lease,
+        hashes: tuple[str, ...] | None,
+        tokens: Sequence[int] | None = None,
+        nbytes: int = 0,
+    ) -> None:
+        """Free a key; ``hashes`` is what its cache now continues (None: unchanged),
+        ``tokens`` the prompt it now holds (for the branch trie) and ``nbytes`` its
+        size."""
         with self._lock:
             conversation = self._conversations.get(lease.key)
             if conversation is None:
@@ -124,6 +185,8 @@ class ConversationIndex:
             conversation.used_at = time.monotonic()
             if hashes is not None:
                 conversation.hashes = hashes
+            if tokens is not None:
+                self.branches.insert(lease.key, tokens, nbytes)
 
     def keys(self) -> list[str]:
         """Every key the server has used (live caches or not)."""
@@ -140,6 +203,7 @@ class ConversationIndex:
             idle = [k for k, c in self._conversations.items() if not c.busy]
             for key in idle:
                 del self._conversations[key]
+                self.branches.remove(key)
             return idle
 
     def _forget_oldest(self) -> None:
@@ -149,3 +213,4 @@ class ConversationIndex:
                 return
             oldest = min(idle, key=lambda c: c.used_at)
             del self._conversations[oldest.key]
+            self.branches.remove(oldest.key)

@@ -2,8 +2,8 @@
 
 `Accepted` comes first once the request is known to fit (its HTTP response may start),
 then `TrimApplied` when its history was summarised, `TextDelta`s of the reply (stop
-sequences already cut) and, for tool calls, `app.core.turn.parts`' `ToolCallStarted`
-and `ToolCallDelta` as they stream, and `Finished` with the numbers and the calls. A refusal is raised before
+sequences already cut; each says its channel) and the tool-call events of
+`app.core.turn.parts` as the model makes calls, and `Finished` with the numbers. A refusal is raised before
 `Accepted`, so it can still be answered with an HTTP error status.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.chat.trimmer import TrimOutcome
-from app.core.turn.parts import ToolCall
+from app.core.turn.parts import ANSWER, Channel, ToolCall
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,11 @@ class TextDelta:
 
     Attributes:
         text: The new text.
+        channel: ``answer``, or ``reasoning`` for the model's thoughts.
     """
 
     text: str
+    channel: Channel = ANSWER
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,9 @@ class Finished:
         cached_tokens: Prompt tokens whose KV came from a cache.
         swapless: The ``swapless`` extension object of the response.
         key: The engine cache key it ran on (not sent to the client).
-        tool_calls: The calls the model made, in order.
+        tool_calls: The calls the reply made (its finish reason is then
+            ``tool_calls``).
+        stop_sequence: The stop sequence that ended the reply, if one did.
     """
 
     text: str
@@ -74,3 +78,4 @@ class Finished:
     swapless: dict = field(default_factory=dict)
     key: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    stop_sequence: str = ""

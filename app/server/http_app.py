@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from starlette.applications import Starlette
@@ -31,6 +31,11 @@ from starlette.routing import Route
 
 from app.core.cancel import CancelToken
 from app.core.turn.parts import ToolCallDelta, ToolCallStarted
+from app.server.agent_routes import AgentRoutes
+from app.server.bridge import GONE as _GONE
+from app.server.bridge import Bridge as _Bridge
+from app.server.bridge import Failed as _Failed
+from app.server.bridge import Pending as _Pending
 from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
@@ -48,76 +53,6 @@ from app.server.openai_chat.openai_response import (
 logger = logging.getLogger(__name__)
 STARTED = int(time.time())
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-class _Failed:
-    """An exception raised while answering, on its way to the loop."""
-
-    def __init__(self, error: BaseException):
-        self.error = error
-
-
-_GONE = object()
-"""Put into a bridge when the client disconnected before its reply started."""
-
-
-class _Bridge:
-    """Carries one request's events from its worker thread to the event loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = loop
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self._held = None
-        self.cancel = CancelToken()
-
-    def put(self, item) -> None:
-        """Hand over an item (worker thread)."""
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the server is stopping
-            self.cancel.cancel()
-
-    def put_here(self, item) -> None:
-        """Hand over an item from the loop itself."""
-        self._queue.put_nowait(item)
-
-    async def get(self):
-        """The next item."""
-        if self._held is not None:
-            item, self._held = self._held, None
-            return item
-        return await self._queue.get()
-
-    def more_text(self) -> str:
-        """Text of the deltas already waiting, merged (the loop fell behind)."""
-        texts = []
-        while self._held is None and not self._queue.empty():
-            item = self._queue.get_nowait()
-            if isinstance(item, TextDelta):
-                texts.append(item.text)
-            else:
-                self._held = item
-        return "".join(texts)
-
-
-class _Pending:
-    """Requests accepted and not yet finished, bounded."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def enter(self) -> bool:
-        with self._lock:
-            if self.count >= self.limit:
-                return False
-            self.count += 1
-            return True
-
-    def leave(self) -> None:
-        with self._lock:
-            self.count -= 1
 
 
 def error_response(error: RequestError | None, headers: dict | None = None) -> Response:
@@ -153,6 +88,8 @@ class ServerApp:
         self.workers = ThreadPoolExecutor(
             max_workers=config.max_pending, thread_name_prefix="swapless-server"
         )
+        # Anthropic Messages, OpenAI Responses and Completions.
+        self.agent = AgentRoutes(self)
         middleware = []
         if config.cors_origins:
             middleware.append(
@@ -160,7 +97,12 @@ class ServerApp:
                     CORSMiddleware,
                     allow_origins=list(config.cors_origins),
                     allow_methods=["GET", "POST", "OPTIONS"],
-                    allow_headers=["Authorization", "Content-Type"],
+                    allow_headers=[
+                        "Authorization",
+                        "Content-Type",
+                        "X-Api-Key",
+                        "Anthropic-Version",
+                    ],
                 )
             )
         self.app = Starlette(
@@ -169,6 +111,7 @@ class ServerApp:
                 Route("/v1/models/{model_id:path}", self.model, methods=["GET"]),
                 Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
+                *self.agent.routes(),
             ],
             middleware=middleware,
             exception_handlers={
@@ -185,33 +128,60 @@ class ServerApp:
     # -- guards ----------------------------------------------------------------------
 
     def _refusal(self, request: Request) -> Response | None:
+        refused = self.guard(request)
+        if refused is None:
+            return None
+        error, headers = refused
+        return error_response(error, headers=headers)
+
+    def guard(self, request: Request) -> tuple[RequestError, dict | None] | None:
+        """Why a request may not be answered (its host or key), or None.
+
+        The key may come as ``Authorization: Bearer <key>`` or, as Anthropic's
+        clients send it, ``x-api-key: <key>``.
+        """
         if self.config.loopback and not _host_allowed(
             request.headers.get("host", ""), self.config.host
         ):
-            return error_response(
+            return (
                 RequestError(
                     "This server answers only requests addressed to this machine "
                     "(localhost or 127.0.0.1): it does not serve other host names, so "
                     "a web page cannot reach it through DNS rebinding.",
                     status=403,
                     code="host_not_allowed",
-                )
+                ),
+                None,
             )
         key = self.config.api_key
         if key:
-            sent = request.headers.get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {key}".encode()):
-                return error_response(
+            bearer = request.headers.get("authorization", "")
+            direct = request.headers.get("x-api-key", "")
+            if not (
+                hmac.compare_digest(bearer.encode(), f"Bearer {key}".encode())
+                or hmac.compare_digest(direct.encode(), key.encode())
+            ):
+                return (
                     RequestError(
                         "Missing or wrong API key: send the header "
-                        "'Authorization: Bearer <key>' with the key the server was "
-                        "started with.",
+                        "'Authorization: Bearer <key>' (or 'x-api-key: <key>') with "
+                        "the key the server was started with.",
                         status=401,
                         code="invalid_api_key",
+                        error_type="authentication_error",
                     ),
-                    headers={"WWW-Authenticate": "Bearer"},
+                    {"WWW-Authenticate": "Bearer"},
                 )
         return None
+
+    async def body(self, request: Request) -> bytes:
+        """The request's JSON body, within the size limit.
+
+        Raises:
+            RequestError: Not JSON, or too large.
+            ClientDisconnect: The client left.
+        """
+        return await self._body(request)
 
     async def _body(self, request: Request) -> bytes:
         media_type = request.headers.get("content-type", "").split(";")[0].strip()
@@ -291,31 +261,13 @@ class ServerApp:
             return error_response(exc)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is listening
-        if not self.pending.enter():
-            return error_response(
-                RequestError(
-                    f"{self.pending.limit} requests are already queued or running on "
-                    "the model; retry later.",
-                    status=429,
-                    code="too_many_requests",
-                    error_type="rate_limit_error",
-                )
-            )
-        bridge = _Bridge(asyncio.get_running_loop())
+        started = await self.begin(
+            request, lambda cancel: self.service.run(chat, cancel), error_response
+        )
+        if isinstance(started, Response):
+            return started
+        bridge, first, watcher = started
         try:
-            self.workers.submit(self._work, chat, bridge)
-        except RuntimeError:  # the worker pool was shut down
-            self.pending.leave()
-            return error_response(
-                ServiceUnavailable("The server is stopping.", "shutting_down")
-            )
-        watcher = asyncio.ensure_future(self._watch_disconnect(request, bridge))
-        try:
-            first = await bridge.get()
-            if first is _GONE:
-                return Response(status_code=400)
-            if isinstance(first, _Failed):
-                return self._failure_response(first.error)
             if chat.stream:
                 watcher.cancel()  # the streaming response listens for it from now on
                 writer = ChunkWriter(self._model_name(chat), chat.include_usage)
@@ -334,11 +286,55 @@ class ServerApp:
         """The served model's id (also when the client used the alias)."""
         return self.service.model_id() or chat.model
 
-    def _work(self, chat, bridge: _Bridge) -> None:
+    async def begin(
+        self,
+        request: Request,
+        run: Callable[[CancelToken], Iterator],
+        errors: Callable[[RequestError | None], Response],
+    ) -> Response | tuple[_Bridge, object, asyncio.Future]:
+        """Queue ``run`` on a worker and wait for its first event.
+
+        Returns:
+            A response when it ended before answering (refused, failed, client
+            gone; shaped by ``errors``), else the bridge, the first event and the
+            disconnect watcher (the caller cancels it once a stream has started or
+            the reply is collected).
+        """
+        if not self.pending.enter():
+            return errors(
+                RequestError(
+                    f"{self.pending.limit} requests are already queued or running on "
+                    "the model; retry later.",
+                    status=429,
+                    code="too_many_requests",
+                    error_type="rate_limit_error",
+                )
+            )
+        bridge = _Bridge(asyncio.get_running_loop())
+        try:
+            self.workers.submit(self._work, run, bridge)
+        except RuntimeError:  # the worker pool was shut down
+            self.pending.leave()
+            return errors(
+                ServiceUnavailable("The server is stopping.", "shutting_down")
+            )
+        watcher = asyncio.ensure_future(self._watch_disconnect(request, bridge))
+        first = await bridge.get()
+        if first is _GONE or isinstance(first, _Failed):
+            watcher.cancel()
+            if first is _GONE:
+                return Response(status_code=400)
+            known = as_request_error(first.error)
+            if known is None:
+                logger.error("request failed", exc_info=first.error)
+            return errors(known)
+        return bridge, first, watcher
+
+    def _work(self, run: Callable[[CancelToken], Iterator], bridge: _Bridge) -> None:
         """Run one request on this worker thread, handing its events to the loop."""
         finished = False
         try:
-            for event in self.service.run(chat, bridge.cancel):
+            for event in run(bridge.cancel):
                 finished = isinstance(event, Finished)
                 bridge.put(event)
             if not finished:  # never leave the client waiting
@@ -394,7 +390,7 @@ class ServerApp:
                         logger.error("chat completion failed", exc_info=item.error)
                     yield writer.error(known)
                     return
-                if isinstance(item, TextDelta):
+                if isinstance(item, TextDelta) and item.channel == "answer":
                     yield writer.text(item.text + bridge.more_text())
                 elif isinstance(item, ToolCallStarted):
                     yield writer.tool_call_started(item)
@@ -409,7 +405,8 @@ class ServerApp:
     async def _http_error(self, request: Request, exc: HTTPException) -> Response:
         messages = {
             404: f"There is no {request.url.path} here; this server has "
-            "GET /v1/models and POST /v1/chat/completions.",
+            "GET /v1/models, POST /v1/chat/completions, /v1/completions, "
+            "/v1/messages, /v1/messages/count_tokens and /v1/responses.",
             405: f"{request.method} is not allowed on {request.url.path}.",
         }
         return error_response(

@@ -20,6 +20,7 @@ class StopScanner:
         self.stops = tuple(s for s in stops if s)
         self._held = ""
         self.stopped = False
+        self.matched = ""  # the stop sequence found (Anthropic reports which)
 
     def feed(self, text: str) -> str:
         """Add streamed text; return what may be sent now.
@@ -38,6 +39,7 @@ class StopScanner:
         if first >= 0:
             self.stopped = True
             self._held = ""
+            self.matched = next(s for s in self.stops if buffer.find(s) == first)
             return buffer[:first]
         keep = self._partial_tail(buffer)
         self._held = buffer[len(buffer) - keep :] if keep else ""

@@ -69,7 +69,7 @@ def test_bad_json_and_bad_values_are_400s(server, model_id):
 
 def test_wrong_paths_methods_types_and_sizes(serve, model_id):
     server = serve(max_body_bytes=2000)
-    status, _, body = call(server, "GET", "/v1/completions")
+    status, _, body = call(server, "GET", "/v1/embeddings")
     assert status == 404
     assert_openai_error(body, "not_found", "/v1/chat/completions")
     status, headers, body = call(server, "GET", "/v1/chat/completions")

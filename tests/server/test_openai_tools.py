@@ -273,32 +273,3 @@ def test_a_tool_result_that_cannot_fit_is_refused_with_the_numbers(serve, make_p
     assert body["code"] == "context_length_exceeded"
     # The tool definitions and the result are both counted.
     assert body["swapless"]["prompt_tokens"] > 3000 + first.usage.prompt_tokens - 100
-
-
-def test_a_long_history_with_tool_turns_is_trimmed_not_failed(serve, make_preset):
-    client = client_for(serve(make_preset(max_tokens=8, max_context=1024)))
-    call = {
-        "id": "call_a",
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "arguments": '{"city": "Paris", "days": 1}',
-        },
-    }
-    history = [MESSAGES[0]]
-    for turn in range(6):
-        history += [
-            {"role": "user", "content": f"Question {turn}: " + "tell me more. " * 20},
-            {"role": "assistant", "content": "Answer " + "and so on. " * 20},
-        ]
-    history += [
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_a", "content": "Sunny."},
-    ]
-    reply = client.chat.completions.create(
-        model="swapless", messages=history, tools=TOOLS
-    )
-    extension = reply.model_extra["swapless"]
-    assert extension["trimmed"] and extension["dropped_messages"] > 0
-    assert reply.usage.prompt_tokens <= 1024

@@ -221,10 +221,11 @@ class Engine(EngineThread):
         return self.tokenizer.render(messages, add_generation_prompt, tools)
 
     def tool_call_format(self):
-        """How the loaded model writes tool calls (`CallFormat`), or None."""
-        from app.core.tools.model_format import call_format
+        """How the loaded model writes tool calls (`CallFormat`): its own, or the
+        generic Qwen3-style one when its template has no tool support."""
+        from app.core.tools.model_format import call_format_or_generic
 
-        return call_format(self._require_model().tokenizer)
+        return call_format_or_generic(self._require_model().tokenizer)
 
     def supports_tools(self) -> bool:
         """True when the loaded model's template renders tools and its call format
@@ -274,6 +275,31 @@ class Engine(EngineThread):
         if count < 0:
             raise ValueError(f"max_idle_caches must be >= 0, got {count!r}")
         self.submit(setattr, self._caches, "max_idle", count)
+
+    def fork_cache(self, source: str, target: str, length: int, kv: KVSettings) -> int:
+        """Copy the first ``length`` tokens of ``source``'s cache into ``target``'s.
+
+        Both stay live: a branch (a subagent, an edited turn) starts from the shared
+        prefix without cutting the cache it came from. Blocks until done.
+
+        Returns:
+            Tokens copied: ``length``, or 0 when ``source`` cannot give exactly that
+            prefix (no cache, another precision, a spliced cache, or sliding/recurrent
+            layers without a checkpoint there); ``target`` is then left as it was.
+        """
+        return self.submit(self._fork_cache, source, target, length, kv).result()
+
+    def _fork_cache(self, source: str, target: str, length: int, kv: KVSettings) -> int:
+        origin = self._caches.get(source)
+        if origin is None or not origin.matches_precision(kv):
+            return 0
+        layers = origin.layers_at(length)
+        if layers is None:
+            return 0
+        tokens = origin.token_ids[:length]
+        self._cache_for(target, kv).adopt(layers, tokens)
+        self._caches.publish(target)
+        return length
 
     def drop_cache(self, key: str) -> None:
         """Forget a conversation's cache (its next turn re-prefills)."""

@@ -54,13 +54,6 @@ class _LRU:
                 self._items.popitem(last=False)
 
 
-def _message_key(message: dict) -> Hashable:
-    """A message as a cache key: role and content, plus any tool fields."""
-    if len(message) == 2:
-        return (message["role"], message["content"])
-    return json.dumps(message, sort_keys=True, default=str)
-
-
 class PromptTokenizer:
     """Thread-safe, memoising chat-template rendering and token counting.
 
@@ -91,9 +84,10 @@ class PromptTokenizer:
         Returns:
             A new list (callers may change it).
         """
+        # Every field counts (tool calls, reasoning), not just role and text.
         key = (
             add_generation_prompt,
-            tuple(_message_key(m) for m in messages),
+            json.dumps(list(messages), sort_keys=True),
             json.dumps(tools, sort_keys=True) if tools else None,
         )
         cached = self._renders.get(key)

@@ -32,7 +32,7 @@ from app.core.tools.grammar import (
     json_schema_grammar,
     tool_call_grammar,
 )
-from app.core.tools.model_format import call_format, marker
+from app.core.tools.model_format import call_format_or_generic, marker
 from app.core.tools.tool_specs import ToolInputError
 from app.core.tools.turn_tools import TurnTools
 from app.core.turn.parts import REASONING
@@ -106,13 +106,12 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
         ToolInputError: A forced call on a model whose call format is not JSON.
     """
     if turn.parses_calls and turn.choice.forces_call:
-        fmt = call_format(tokenizer)
-        if fmt is None or not fmt.json_body:
-            name = fmt.name if fmt else "none"
+        fmt = call_format_or_generic(tokenizer)
+        if not fmt.json_body:
             raise ToolInputError(
                 f"'tool_choice' {turn.choice.mode!r} is enforced only for models that "
-                f"write calls as JSON (json_tools); this model's format is {name!r}. "
-                "Use 'auto'.",
+                f"write calls as JSON (json_tools); this model's format is "
+                f"{fmt.name!r}. Use 'auto'.",
                 "tool_choice",
             )
         return tool_call_grammar(
@@ -161,11 +160,11 @@ class TurnHooks:
             processors = [GrammarProcessor(matcher, lltok.vocab_size)]
         stream = None
         if turn.parses_calls:
-            fmt = call_format(tokenizer)
-            if fmt is not None:
-                stream = CallStream(
-                    fmt, turn.tools, max_calls=None if turn.parallel else 1
-                )
+            stream = CallStream(
+                call_format_or_generic(tokenizer),
+                turn.tools,
+                max_calls=None if turn.parallel else 1,
+            )
         return cls(processors, stream)
 
     def wrap(self, emit: Callable[[object], None]) -> Callable[[object], None]:

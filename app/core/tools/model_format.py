@@ -8,12 +8,29 @@ wrapper is passed in, so these functions run on any thread.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.core.tools.call_stream import CallFormat
 from app.core.tools.grammar import Marker
 from app.core.tools.harmony import harmony_format
+
+
+def _parse_json_call(text: str, tools: Any = None) -> Any:
+    return json.loads(text.strip())
+
+
+# For a template without tool support the server writes the tools into the system
+# turn the Qwen3 way (`app.server.tool_prompt`), so calls are read that way too.
+GENERIC_FORMAT = CallFormat(
+    "json_tools", "<tool_call>", "</tool_call>", _parse_json_call
+)
+
+
+def call_format_or_generic(tokenizer: Any) -> CallFormat:
+    """The model's call format, or the generic Qwen3-style one it was told to use."""
+    return call_format(tokenizer) or GENERIC_FORMAT
 
 
 def call_format(tokenizer: Any) -> CallFormat | None:

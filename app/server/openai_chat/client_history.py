@@ -25,8 +25,7 @@ MAX_TRIM_RECORDS = 512
 
 
 def prefix_hashes(messages: tuple[ChatMessage, ...]) -> tuple[str, ...]:
-    """``result[i]`` identifies ``messages[: i + 1]`` (roles, texts and tool fields,
-    in order)."""
+    """``result[i]`` identifies ``messages[: i + 1]`` (every rendered field, in order)."""
     chain = hashlib.sha256()
     hashes = []
     for message in messages:

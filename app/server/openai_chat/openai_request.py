@@ -16,8 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.tools.turn_tools import TurnTools
-from app.core.turn.parts import ToolCall
+from app.core.turn.parts import ToolCall, ToolSpec
 from app.server.errors import RequestError
 from app.server.openai_chat.openai_tools import (
     check_tool_results,
@@ -42,33 +41,30 @@ class ChatMessage:
     Attributes:
         role: ``system``, ``user``, ``assistant`` or ``tool``.
         content: Its text (text parts joined).
-        tool_calls: An assistant message's calls.
-        tool_call_id: A tool message's answered call.
-        name: A tool message's function name.
+        reasoning_content: An assistant turn's reasoning, when the client sent it.
+        tool_calls: The calls an assistant turn made.
+        tool_call_id: For a ``tool`` message, the call it answers.
+        name: For a ``tool`` message, the function's name.
     """
 
     role: str
     content: str
+    reasoning_content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
 
     def as_dict(self) -> dict:
         """The dict the engine renders (Hugging Face's chat-template keys)."""
-        if self.role == "tool":
-            return {
-                "role": "tool",
-                "tool_call_id": self.tool_call_id,
-                "name": self.name,
-                "content": self.content,
-            }
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning_content:
+            message["reasoning_content"] = self.reasoning_content
         if self.tool_calls:
-            return {
-                "role": self.role,
-                "content": self.content,
-                "tool_calls": [c.template_dict() for c in self.tool_calls],
-            }
-        return {"role": self.role, "content": self.content}
+            message["tool_calls"] = [call.template_dict() for call in self.tool_calls]
+        if self.role == "tool":
+            message["tool_call_id"] = self.tool_call_id
+            message["name"] = self.name
+        return message
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,14 @@ class ChatRequest:
         top_p: Nucleus threshold, or None for the preset's.
         stop: Sequences that end the reply (not included in it).
         seed: Sampling seed, or None.
-        tools: Tools, tool choice and output format, or None for plain chat.
+        tools: Functions the model may call.
+        tool_choice: ``auto``, ``none``, ``required``, or the name of the one
+            function it must call.
+        never_trim: Refuse with the numbers instead of trimming when over the limit
+            (agents compact their own history; set for every request with tools).
+        parallel_tool_calls: Several calls in one reply are allowed.
+        response_schema: A JSON schema the reply must validate against.
+        json_object: The reply must be one JSON object.
     """
 
     model: str
@@ -97,7 +100,12 @@ class ChatRequest:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
-    tools: TurnTools | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
+    never_trim: bool = False
+    parallel_tool_calls: bool = True
+    response_schema: dict | None = None
+    json_object: bool = False
 
 
 def parse_json_body(body: bytes) -> dict:
@@ -165,7 +173,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         top_p=_top_p(data),
         stop=_stop(data.get("stop")),
         seed=_seed(data.get("seed")),
-        tools=parse_turn_tools(data),
+        **parse_turn_tools(data),
     )
 
 

@@ -1,7 +1,8 @@
 """The tool and output-format fields of a Chat Completions request, checked on entry.
 
-``tools``, ``tool_choice``, ``parallel_tool_calls`` and ``response_format`` become one
-`TurnTools`; an assistant message's ``tool_calls`` and a ``tool`` message's
+``tools``, ``tool_choice``, ``parallel_tool_calls`` and ``response_format`` become the
+`ChatRequest` fields every protocol fills (`app.server.tool_paths` makes the engine's
+`TurnTools` of them); an assistant message's ``tool_calls`` and a ``tool`` message's
 ``tool_call_id`` are checked against each other (a result must answer a call made
 earlier in the history). Every refusal is a 400 naming the field and the reason.
 """
@@ -24,7 +25,6 @@ from app.core.tools.tool_specs import (
     parse_tool_choice,
     parse_tools,
 )
-from app.core.tools.turn_tools import TurnTools
 from app.core.turn.parts import ToolCall
 from app.server.errors import RequestError
 
@@ -36,8 +36,8 @@ def request_error(exc: ToolInputError) -> RequestError:
     return RequestError(str(exc), param=exc.field)
 
 
-def parse_turn_tools(data: dict) -> TurnTools | None:
-    """The request's tools and output format, or None when it has neither.
+def parse_turn_tools(data: dict) -> dict[str, Any]:
+    """The request's tool and output-format fields, as `ChatRequest` keyword arguments.
 
     Raises:
         RequestError: Naming the field at fault.
@@ -61,21 +61,19 @@ def parse_turn_tools(data: dict) -> TurnTools | None:
             check_grammar(grammar, "tools")
     except ToolInputError as exc:
         raise request_error(exc) from None
-    if not tools and schema is None and not json_object:
-        return None
     if choice.forces_call and (schema is not None or json_object):
         raise RequestError(
             "'response_format' cannot be combined with a required or named "
             "'tool_choice': the reply is a tool call.",
             param="response_format",
         )
-    return TurnTools(
-        tools=tools,
-        choice=choice,
-        parallel=parallel,
-        response_schema=schema,
-        json_object=json_object,
-    )
+    return {
+        "tools": tools,
+        "tool_choice": choice.name if choice.mode == "named" else choice.mode,
+        "parallel_tool_calls": parallel,
+        "response_schema": schema,
+        "json_object": json_object,
+    }
 
 
 def _response_format(value: Any) -> tuple[dict | None, bool]:
