@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 from app.bench.context import SYSTEM_PROMPT, BenchContext
 from app.bench.results import PartResult, Row, yes_no
@@ -87,7 +88,7 @@ def agent_tools() -> list[dict]:
 
 
 def _decode(ctx: BenchContext, messages, tokens: int, tools) -> float:
-    engine = ctx.engine
+    engine: Any = ctx.engine  # BenchContext types it loosely
     engine.drop_cache("bench-structured")
     sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_tokens=tokens, seed=0)
     times = []
@@ -130,7 +131,7 @@ def _compile_seconds(ctx: BenchContext, specs) -> tuple[float, float]:
 
 
 def _ttft(ctx: BenchContext, system: str, user: str, tools) -> tuple[float, int, int]:
-    engine = ctx.engine
+    engine: Any = ctx.engine  # BenchContext types it loosely
     key = f"bench-tools-{uuid.uuid4().hex[:8]}"
     messages = [
         {"role": "system", "content": system},
@@ -145,7 +146,7 @@ def _ttft(ctx: BenchContext, system: str, user: str, tools) -> tuple[float, int,
 def run(ctx: BenchContext) -> PartResult:
     """Measure the schema/free decode ratio, the compile time and tool-prefix reuse."""
     s = ctx.settings
-    engine = ctx.engine
+    engine: Any = ctx.engine  # BenchContext types it loosely
     tokens = max(s.overhead_decode_tokens, 16)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
@@ -159,7 +160,8 @@ def run(ctx: BenchContext) -> PartResult:
     constrained = TurnTools(response_schema=SCHEMA)
     _decode(ctx, messages, tokens, constrained)  # untimed: compiles and warms
     _decode(ctx, messages, tokens, None)
-    schema_tps, free_tps = [], []
+    schema_tps: list[float] = []
+    free_tps: list[float] = []
     for pair in range(s.overhead_pairs):
         order = [(schema_tps, constrained), (free_tps, None)]
         for runs, tools in order if pair % 2 == 0 else reversed(order):
