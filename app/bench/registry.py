@@ -28,6 +28,7 @@ _MODULES = {
     "fidelity": "app.bench.parts.fidelity",
     "server": "app.bench.parts.server",
     "agent_session": "app.bench.parts.agent_session",
+    "structured": "app.bench.parts.structured",
     "ui": "app.bench.parts.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)

@@ -189,4 +189,5 @@ TARGETS: dict[str, Target] = {
     "server_vs_engine": Target("at_least", 0.95),
     "server_reuse_vs_fresh": Target("at_most", 0.2),
     "longdoc_segment_tps_last_vs_first": Target("at_least", 0.9),
+    "structured_vs_free": Target("at_least", 0.9),
 }

@@ -3,6 +3,7 @@
 Reads one user turn per line from stdin and answers each in the same stored
 conversation; a REPL with a prompt when stdin is a terminal. ``--json`` prints one JSON
 object per turn. Every conversation is saved; ``--conversation ID`` continues one.
+``--json-schema FILE`` makes every reply JSON that validates against the schema.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def register(subcommands) -> None:
     parser.add_argument("--top-p", type=float, metavar="P")
     parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
+    parser.add_argument(
+        "--json-schema",
+        metavar="FILE",
+        help="every reply is JSON valid against this schema (enforced token by token)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -143,8 +149,18 @@ def run(args: argparse.Namespace) -> int:
     from app.core.chat.conversation_session import ConversationSession
     from app.core.presets.presets import get_preset
 
+    schema = None
+    if args.json_schema:
+        from app.core.tools.schema_file import load_schema_file
+
+        # Checked before the model loads: a bad file costs nothing.
+        schema = load_schema_file(args.json_schema)
     runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
     store, engine = runtime.store, runtime.engine
+    if schema is not None:
+        from app.core.tools.schema_file import SchemaEngine
+
+        engine = SchemaEngine(engine, schema)
     if args.conversation is not None:
         session = ConversationSession(
             engine, store, args.conversation, **runtime.session_kwargs(args.seed)

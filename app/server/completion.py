@@ -25,6 +25,8 @@ from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
+from app.core.tools.call_stream import MalformedCall
+from app.core.tools.turn_tools import TurnTools
 from app.core.trim.policy import Action
 from app.core.turn.parts import (
     ANSWER,
@@ -51,6 +53,7 @@ from app.server.openai_chat.client_history import (
 )
 from app.server.openai_chat.openai_request import ChatRequest
 from app.server.stop_sequences import StopScanner
+from app.server.tool_paths import turn_tools_of
 from app.server.tool_prompt import engine_takes_tools, fold_tools
 
 logger = logging.getLogger(__name__)
@@ -240,6 +243,8 @@ class CompletionService:
         limit = self.effective_limit()
         _refuse_unreadably_long(engine, request, preset, sampling.max_tokens, limit)
         costs = self._template_costs(info)
+        # A forced call the model's format cannot take is refused before anything runs.
+        self._turn_tools(request)
         history = ClientHistory.of(request.messages)
         pressure = self.pressure()
         if pressure != "normal":
@@ -375,7 +380,8 @@ class CompletionService:
                 "", "cancelled", 0, 0, 0, {**extension, "cancelled": True}, key
             )
             return
-        extra = self._tool_kwargs(request)
+        turn_tools = self._turn_tools(request)
+        extra = {"tools": turn_tools} if turn_tools is not None else {}
         handle = self.engine.chat(
             key,
             messages,
@@ -388,6 +394,7 @@ class CompletionService:
         scanner = StopScanner(request.stop)
         parts: list[str] = []
         calls: list[ToolCall] = []
+        notes: list[str] = []
         try:
             for event in handle:  # a budget refusal is raised here, before any event
                 if not accepted:
@@ -399,6 +406,9 @@ class CompletionService:
                 if isinstance(event, ToolCallFinished):
                     calls.append(event.call)
                     yield event
+                    continue
+                if isinstance(event, MalformedCall):
+                    notes.append(event.reason)
                     continue
                 if not isinstance(event, GenerationEvent) or not event.text:
                     continue
@@ -433,6 +443,7 @@ class CompletionService:
             stop_sequence=scanner.matched,
             swapless={
                 **extension,
+                **({"tool_call_notes": notes} if notes else {}),
                 # OpenAI has no finish reason for this: a reply cut short because
                 # the server stopped (or the client left) says so here.
                 "cancelled": finish == "cancelled",
@@ -446,16 +457,28 @@ class CompletionService:
             },
         )
 
+    def _templates_tools(self) -> bool:
+        """True when the model's own template renders tools (else they are folded
+        into the system turn the Qwen3 way, and calls are read that way)."""
+        return engine_takes_tools(self.engine) and self.engine.supports_tools()
+
     def _model_messages(self, view: ModelView, request: ChatRequest) -> list[dict]:
         """The messages the engine renders; tools folded into the system turn when
-        the engine cannot give them to the template itself."""
+        the model's template cannot take them."""
         messages = view.messages()
-        if request.tools and not engine_takes_tools(self.engine):
+        if request.tools and not self._templates_tools():
             return fold_tools(messages, request.tools)
         return messages
 
+    def _turn_tools(self, request: ChatRequest) -> TurnTools | None:
+        """What the engine enforces and parses for ``request`` (None: plain chat, or
+        an engine that takes no tools)."""
+        if not engine_takes_tools(self.engine):
+            return None
+        return turn_tools_of(request, self.engine)
+
     def _tool_kwargs(self, request: ChatRequest) -> dict:
-        if request.tools and engine_takes_tools(self.engine):
+        if request.tools and self._templates_tools():
             return {"tools": [tool.template_dict() for tool in request.tools]}
         return {}
 

@@ -58,7 +58,8 @@ class Finished:
 
     Attributes:
         text: The whole reply (without any stop sequence).
-        finish_reason: ``stop``, ``length`` or ``cancelled`` (the client left).
+        finish_reason: ``stop``, ``length``, ``tool_calls`` or ``cancelled`` (the
+            client left).
         prompt_tokens: Tokens of the prompt the model saw.
         completion_tokens: Tokens generated.
         cached_tokens: Prompt tokens whose KV came from a cache.

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.core.cancel import CancelToken
+from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.agent_routes import AgentRoutes
 from app.server.bridge import GONE as _GONE
 from app.server.bridge import Bridge as _Bridge
@@ -391,6 +392,10 @@ class ServerApp:
                     return
                 if isinstance(item, TextDelta) and item.channel == "answer":
                     yield writer.text(item.text + bridge.more_text())
+                elif isinstance(item, ToolCallStarted):
+                    yield writer.tool_call_started(item)
+                elif isinstance(item, ToolCallDelta):
+                    yield writer.tool_call_delta(item)
                 item = await bridge.get()
         finally:
             # Reached on a normal end, and when Starlette cancels the stream because

@@ -30,6 +30,7 @@ from app.core.engine.turn_handle import (
 )
 from app.core.errors import KnownError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.tools.turn_tools import TurnTools
 
 __all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
@@ -209,13 +210,32 @@ class Engine(EngineThread):
         return tokenizer
 
     def render(
-        self, messages: list[dict], add_generation_prompt: bool = True
+        self,
+        messages: list[dict],
+        add_generation_prompt: bool = True,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         """Return the token ids of ``messages`` under the model's chat template.
 
         Runs on the calling thread (no MLX is involved), memoised by `PromptTokenizer`.
+        ``tools`` (OpenAI's function shape) are rendered by the template too.
         """
-        return self.tokenizer.render(messages, add_generation_prompt)
+        return self.tokenizer.render(messages, add_generation_prompt, tools)
+
+    def tool_call_format(self):
+        """How the loaded model writes tool calls (`CallFormat`): its own, or the
+        generic Qwen3-style one when its template has no tool support."""
+        from app.core.tools.model_format import call_format_or_generic
+
+        return call_format_or_generic(self._require_model().tokenizer)
+
+    def supports_tools(self) -> bool:
+        """True when the loaded model's template renders tools and its call format
+        is known (`app.core.tools.model_format`)."""
+        from app.core.tools.model_format import supports_tools
+
+        loaded = self._require_model()
+        return supports_tools(loaded.tokenizer)
 
     def count_tokens(self, text: str) -> int:
         """Return how many tokens ``text`` is, without special tokens (any thread)."""
@@ -301,6 +321,7 @@ class Engine(EngineThread):
         sampling: SamplingSettings,
         max_context: int | None = None,
         cancel: CancelToken | None = None,
+        tools: TurnTools | None = None,
     ) -> TurnHandle:
         """Start a reply to a chat; the conversation's cache is reused and extended.
 
@@ -312,17 +333,35 @@ class Engine(EngineThread):
             max_context: The conversation's token limit; a prompt that would pass it
                 (or the device's max safe context) is refused with a `BudgetError`.
             cancel: Stops the reply after the current token (or prefill chunk).
+            tools: Tools offered and output constraint: tools are rendered by the
+                template (and kept with the system prompt in the prefix cache), calls
+                come out as tool-call events, a grammar constrains decoding.
 
         Returns:
             A handle streaming the turn's events.
         """
         # Rendering needs no MLX: it runs here, not on the engine thread.
-        prompt_ids = self.render(messages, True)
-        prefix_len = prefix_reuse.system_prefix_length(
-            self.render, messages, prompt_ids
-        )
+        template_tools = tools.template_tools() if tools is not None else None
+        prompt_ids = self.render(messages, True, template_tools)
+        if template_tools:
+            from app.core.tools.model_format import stable_prefix_length
+
+            prefix_len = stable_prefix_length(
+                lambda m, g: self.render(m, g, template_tools), messages, prompt_ids
+            )
+        else:
+            prefix_len = prefix_reuse.system_prefix_length(
+                self.render, messages, prompt_ids
+            )
         return self.generate(
-            key, prompt_ids, kv, sampling, max_context, cancel, prefix_len=prefix_len
+            key,
+            prompt_ids,
+            kv,
+            sampling,
+            max_context,
+            cancel,
+            prefix_len=prefix_len,
+            tools=tools,
         )
 
     def generate(
@@ -335,6 +374,7 @@ class Engine(EngineThread):
         cancel: CancelToken | None = None,
         *,
         prefix_len: int = 0,
+        tools: TurnTools | None = None,
     ) -> TurnHandle:
         """Start a reply to already-tokenized prompt ids on a conversation's cache.
 
@@ -345,7 +385,10 @@ class Engine(EngineThread):
         handle = TurnHandle(cancel)
         self.submit(
             functools.partial(
-                self._run_ids, prefix_len=prefix_len, max_context=max_context
+                self._run_ids,
+                prefix_len=prefix_len,
+                max_context=max_context,
+                tools=tools,
             ),
             key,
             prompt_ids,
@@ -392,11 +435,18 @@ class Engine(EngineThread):
         finish=True,
         prefix_len=0,
         max_context=None,
+        tools=None,
     ) -> None:
         from app.core.engine.generation import run_turn
 
         try:
             loaded = self._require_model()
+            emit, processors = handle._put, None
+            if tools is not None:
+                from app.core.engine.tool_hooks import TurnHooks
+
+                hooks = TurnHooks.build(loaded.tokenizer, tools)
+                emit, processors = hooks.wrap(handle._put), hooks.logits_processors
             cache = self._cache_for(key, kv)
             self._guard(key, cache, prompt_ids, kv, sampling, max_context)
             source = prefix_reuse.attach_prefix(
@@ -409,12 +459,13 @@ class Engine(EngineThread):
                 kv,
                 sampling,
                 is_cancelled=handle._cancel,
-                emit=handle._put,
+                emit=emit,
                 reuse_source=source,
                 started=started,
                 # The system prompt's end: where trims rebuild from and prefixes come
                 # from, for caches with sliding-window or recurrent layers.
                 checkpoint_at=(prefix_len,) if prefix_len else (),
+                logits_processors=processors,
             )
             try:
                 prefix_reuse.remember_prefix(

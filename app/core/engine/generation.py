@@ -141,6 +141,7 @@ def run_turn(
     reuse_source: str = "memory",
     started: float | None = None,
     checkpoint_at: Iterable[int] = (),
+    logits_processors: list | None = None,
 ) -> TurnOutcome:
     """Generate a reply to ``prompt_ids`` on ``cache`` and stream events to ``emit``.
 
@@ -157,6 +158,8 @@ def run_turn(
         checkpoint_at: Message boundaries (token counts) where the bounded entries
             are checkpointed besides the end of the prompt and of the reply, e.g.
             the end of the system prompt.
+        logits_processors: mlx-lm logits processors (a grammar's token mask,
+            `app.core.engine.tool_hooks`), given every reply token so far.
 
     Returns:
         The generated ids and the final event.
@@ -239,6 +242,7 @@ def run_turn(
             prompt_cache=cache.layers,
             prefill_step_size=PREFILL_STEP,
             prompt_progress_callback=on_last_token,
+            logits_processors=logits_processors,
         )
         for token, _ in steps:
             if first_token_at is None:

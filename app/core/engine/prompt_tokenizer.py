@@ -75,13 +75,18 @@ class PromptTokenizer:
         self._max_token_chars: int | None = None
 
     def render(
-        self, messages: Sequence[dict], add_generation_prompt: bool = True
+        self,
+        messages: Sequence[dict],
+        add_generation_prompt: bool = True,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         """Return the token ids of ``messages`` under the model's chat template.
 
         Args:
-            messages: ``{"role", "content"}`` dicts.
+            messages: ``{"role", "content"}`` dicts (with ``tool_calls`` or
+                ``tool_call_id`` for tool turns).
             add_generation_prompt: Append the assistant's turn header.
+            tools: Tool definitions the template renders (OpenAI's function shape).
 
         Returns:
             A new list (callers may change it); empty for no messages, which is
@@ -91,13 +96,19 @@ class PromptTokenizer:
         if not messages:
             return []
         # Every field counts (tool calls, reasoning), not just role and text.
-        key = (add_generation_prompt, json.dumps(list(messages), sort_keys=True))
+        key = (
+            add_generation_prompt,
+            json.dumps(list(messages), sort_keys=True),
+            json.dumps(tools, sort_keys=True) if tools else None,
+        )
         cached = self._renders.get(key)
         if cached is None:
+            extra = {"tools": tools} if tools else {}
             text = self._tokenizer.apply_chat_template(
                 list(messages),
                 add_generation_prompt=add_generation_prompt,
                 tokenize=False,
+                **extra,
             )
             cached = tuple(self.encode(text))
             if len(text) <= MAX_CACHED_CHARS:

@@ -1,12 +1,12 @@
 """The Chat Completions request as Swapless takes it: parsed and checked on entry.
 
 Every field the server honours is validated here with a message that names the field
-and what is allowed, so nothing later re-checks it. Fields that would change what a
-client gets but that Swapless does not do (tool calls, several choices, log
-probabilities, penalties, JSON modes) are refused rather than ignored: a client must
-never believe it got something it did not. Fields that change nothing here (``user``,
-``metadata``, ``store``, ``parallel_tool_calls``, …) are ignored, as clients send them
-routinely.
+and what is allowed, so nothing later re-checks it; the tool and output-format fields
+are checked in `openai_tools`. Fields that would change what a client gets but that
+Swapless does not do (legacy ``functions``, several choices, log probabilities,
+penalties) are refused rather than ignored: a client must never believe it got
+something it did not. Fields that change nothing here (``user``, ``metadata``,
+``store``, …) are ignored, as clients send them routinely.
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from typing import Any
 from app.core.text.unicode_text import invalid_text
 from app.core.turn.parts import ToolCall, ToolSpec
 from app.server.errors import RequestError
+from app.server.openai_chat.openai_tools import (
+    check_tool_results,
+    message_tool_calls,
+    parse_turn_tools,
+)
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 # OpenAI's newer name for the system role.
 ROLE_ALIASES = {"developer": "system"}
 MAX_STOP_SEQUENCES = 4
@@ -83,6 +88,9 @@ class ChatRequest:
             function it must call.
         never_trim: Refuse with the numbers instead of trimming when over the limit
             (agents compact their own history; set for every request with tools).
+        parallel_tool_calls: Several calls in one reply are allowed.
+        response_schema: A JSON schema the reply must validate against.
+        json_object: The reply must be one JSON object.
     """
 
     model: str
@@ -97,6 +105,9 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: str = "auto"
     never_trim: bool = False
+    parallel_tool_calls: bool = True
+    response_schema: dict | None = None
+    json_object: bool = False
 
 
 MAX_BODY_DEPTH = 64
@@ -214,7 +225,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         include_usage = _optional_bool(options, "include_usage", False)
     return ChatRequest(
         model=model,
-        messages=_messages(data.get("messages")),
+        messages=check_tool_results(_messages(data.get("messages"))),
         stream=stream,
         include_usage=include_usage,
         max_tokens=_max_tokens(data),
@@ -222,6 +233,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         top_p=_top_p(data),
         stop=_stop(data.get("stop")),
         seed=_seed(data.get("seed")),
+        **parse_turn_tools(data),
     )
 
 
@@ -240,25 +252,13 @@ def _refuse_unsupported(data: dict) -> None:
             "Log probabilities are not supported; leave out 'logprobs'.",
             param="logprobs",
         )
-    for name in ("tools", "functions"):
+    for name in ("functions", "function_call"):
         if data.get(name):
             raise RequestError(
-                "Tool calling is not supported: Swapless serves plain chat. Leave out "
-                f"'{name}'.",
+                f"The legacy '{name}' field is not supported; send 'tools' and "
+                "'tool_choice' instead.",
                 param=name,
             )
-    if data.get("tool_choice") not in (None, "none", "auto"):
-        raise RequestError(
-            "Tool calling is not supported; leave out 'tool_choice'.",
-            param="tool_choice",
-        )
-    response_format = data.get("response_format")
-    if response_format is not None and response_format != {"type": "text"}:
-        raise RequestError(
-            "Only text replies are supported: 'response_format' may only be "
-            '{"type": "text"}.',
-            param="response_format",
-        )
     for name in ("frequency_penalty", "presence_penalty"):
         value = data.get(name)
         if value is not None and value != 0:
@@ -390,23 +390,31 @@ def _message(item: Any, index: int) -> ChatMessage:
     if not isinstance(item, dict):
         raise RequestError(f"'{where}' must be an object.", param=where)
     role = item.get("role")
-    role = ROLE_ALIASES.get(role, role)
-    if (
-        role in ("tool", "function")
-        or item.get("tool_calls")
-        or item.get("function_call")
-    ):
+    if isinstance(role, str):
+        role = ROLE_ALIASES.get(role, role)
+    if role == "function" or item.get("function_call"):
         raise RequestError(
-            f"'{where}': tool calling is not supported (Swapless serves plain chat).",
+            f"'{where}': legacy function messages are not supported; use 'tool' "
+            "messages and 'tool_calls'.",
             param=where,
         )
     if role not in ROLES:
         raise RequestError(
-            f"'{where}.role' must be one of system, developer, user, assistant; got "
-            f"{role!r}.",
+            f"'{where}.role' must be one of system, developer, user, assistant, tool; "
+            f"got {role!r}.",
             param=f"{where}.role",
         )
-    return ChatMessage(role, _content(item.get("content"), role, where))
+    content = _content(item.get("content"), role, where)
+    if role == "tool":
+        ident = item.get("tool_call_id")
+        if not isinstance(ident, str) or not ident:
+            raise RequestError(
+                f"'{where}.tool_call_id' is required: the id of the call answered.",
+                param=f"{where}.tool_call_id",
+            )
+        return ChatMessage(role, content, tool_call_id=ident)
+    calls = message_tool_calls(item, where) if role == "assistant" else ()
+    return ChatMessage(role, content, tool_calls=calls)
 
 
 def _content(content: Any, role: str, where: str) -> str:

@@ -2,7 +2,8 @@
 
 A non-streamed reply is one ``chat.completion`` object; a streamed one is a series of
 ``chat.completion.chunk`` objects sent as server-sent events and closed by
-``data: [DONE]``. Both carry ``usage`` (prompt, completion and cached prompt tokens)
+``data: [DONE]``; a tool call streams as a chunk with its index, id and name, then
+chunks of argument text, as OpenAI's do. Both carry ``usage`` (prompt, completion and cached prompt tokens)
 and a ``swapless`` extension object (trimmed or not, summary tokens, effective limit,
 cache numbers) that OpenAI clients keep as an extra field. Errors use OpenAI's
 ``{"error": {message, type, param, code}}``.
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
+from app.core.turn.parts import ToolCallDelta, ToolCallStarted
 from app.server.errors import RequestError
 from app.server.events import Finished
 
@@ -37,7 +40,28 @@ def usage(event: Finished) -> dict:
 
 def finish_reason(event: Finished) -> str:
     """OpenAI's finish reason (a cancelled reply ended early: ``stop``)."""
-    return "length" if event.finish_reason == "length" else "stop"
+    if event.finish_reason in ("length", "tool_calls"):
+        return event.finish_reason
+    return "stop"
+
+
+def message(event: Finished) -> dict:
+    """The assistant message of a finished reply, with its tool calls."""
+    if not event.tool_calls:
+        return {"role": "assistant", "content": event.text}
+    return {
+        "role": "assistant",
+        # OpenAI sends null content with calls and no text.
+        "content": event.text or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in event.tool_calls
+        ],
+    }
 
 
 def completion(event: Finished, *, model: str, ident: str, created: int) -> dict:
@@ -50,7 +74,7 @@ def completion(event: Finished, *, model: str, ident: str, created: int) -> dict
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": event.text},
+                "message": message(event),
                 "logprobs": None,
                 "finish_reason": finish_reason(event),
             }
@@ -99,6 +123,21 @@ class ChunkWriter:
         """A chunk of reply text."""
         return self._delta({"content": text})
 
+    def tool_call_started(self, event: ToolCallStarted) -> bytes:
+        """A call's first chunk: its index, id and name (arguments follow)."""
+        call = {
+            "index": event.index,
+            "id": event.id,
+            "type": "function",
+            "function": {"name": event.name, "arguments": ""},
+        }
+        return self._delta({"tool_calls": [call]})
+
+    def tool_call_delta(self, event: ToolCallDelta) -> bytes:
+        """A fragment of a call's arguments."""
+        call = {"index": event.index, "function": {"arguments": event.arguments}}
+        return self._delta({"tool_calls": [call]})
+
     def finish(self, event: Finished) -> bytes:
         """The last chunk(s) and ``[DONE]``."""
         out = self._delta({}, finish_reason(event), swapless=event.swapless)
@@ -132,7 +171,7 @@ def error_body(error: RequestError | None) -> dict:
                 "code": "internal_error",
             }
         }
-    body = {
+    body: dict[str, Any] = {
         "message": str(error),
         "type": error.error_type,
         "param": error.param,

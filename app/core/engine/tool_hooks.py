@@ -1,0 +1,195 @@
+"""The engine's side of tool calls and structured output: two small hooks on a turn.
+
+`TurnHooks.build` reads from the loaded tokenizer (mlx-lm's ``TokenizerWrapper``)
+how the model writes calls — its parser and markers, which mlx-lm infers from the
+chat template and vocabulary — and returns:
+
+- ``logits_processors``: an llguidance matcher applied as an mlx-lm logits processor,
+  so every sampled token keeps the reply inside the grammar (a JSON schema, any JSON
+  object, or a forced call);
+- ``wrap(emit)``: a filter on the turn's events that takes calls out of the answer
+  text (`app.core.tools.call_stream`) and emits them as tool-call events.
+
+`app.core.engine.generation` only passes the processors to ``generate_step``;
+everything else about tools stays here and in `app.core.tools`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import llguidance
+import mlx.core as mx
+import numpy as np
+
+from app.core.engine.events import GenerationEvent
+from app.core.tools.call_stream import CallStream
+from app.core.tools.grammar import (
+    json_object_grammar,
+    json_schema_grammar,
+    tool_call_grammar,
+)
+from app.core.tools.model_format import call_format_or_generic, marker
+from app.core.tools.tool_specs import ToolInputError
+from app.core.tools.turn_tools import TurnTools
+from app.core.turn.parts import REASONING
+
+_LOCK = threading.Lock()
+# (tokenizer object id, its llguidance tokenizer): building one takes ~1 s at a 150K
+# vocabulary, so it is kept for the loaded model.
+_LL_TOKENIZER: list[tuple[Any, llguidance.LLTokenizer]] = []
+
+
+def ll_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
+    """The llguidance tokenizer of a loaded model's tokenizer (built once)."""
+    with _LOCK:
+        for owner, built in _LL_TOKENIZER:
+            if owner is tokenizer:
+                return built
+        backend = tokenizer.backend_tokenizer
+        copy = type(backend).from_str(backend.to_str())
+        copy.no_padding()
+        copy.no_truncation()
+        built = llguidance.LLTokenizer(
+            copy.to_str(), eos_token=sorted(tokenizer.eos_token_ids)
+        )
+        _LL_TOKENIZER[:] = [(tokenizer, built)]
+        return built
+
+
+class GrammarProcessor:
+    """An mlx-lm logits processor that masks every token the grammar forbids.
+
+    ``generate_step`` calls it with every token of the reply so far (after the one
+    prompt token it was given) and the next logits; it feeds the new tokens to the
+    matcher and sets the forbidden logits to -inf.
+
+    Args:
+        matcher: A fresh llguidance matcher.
+        vocab_size: The tokenizer's vocabulary; logits rows beyond it are forbidden.
+    """
+
+    def __init__(self, matcher: llguidance.LLMatcher, vocab_size: int):
+        self._matcher = matcher
+        self._vocab = vocab_size
+        self._words = np.zeros((vocab_size + 31) // 32, dtype=np.int32)
+        self._seen: int | None = None
+
+    def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
+        if self._seen is None:
+            self._seen = tokens.size
+        elif tokens.size > self._seen:
+            new = np.asarray(tokens[self._seen :], dtype=np.int64).tolist()
+            self._seen = tokens.size
+            for token in new:
+                self._matcher.consume_token(token)
+        if self._matcher.is_error():
+            raise RuntimeError(f"grammar matcher failed: {self._matcher.get_error()}")
+        self._matcher.unsafe_compute_mask_ptr(
+            self._words.ctypes.data, self._words.nbytes
+        )
+        bits = np.unpackbits(self._words.view(np.uint8), bitorder="little")
+        width = logits.shape[-1]
+        allowed = np.zeros(width, dtype=bool)
+        count = min(width, self._vocab)
+        allowed[:count] = bits[:count]
+        return mx.where(mx.array(allowed), logits, mx.array(-np.inf, logits.dtype))
+
+
+def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
+    """The grammar a turn is constrained by, or None.
+
+    Raises:
+        ToolInputError: A forced call on a model whose call format is not JSON.
+    """
+    if turn.parses_calls and turn.choice.forces_call:
+        fmt = call_format_or_generic(tokenizer)
+        if not fmt.json_body:
+            raise ToolInputError(
+                f"'tool_choice' {turn.choice.mode!r} is enforced only for models that "
+                f"write calls as JSON (json_tools); this model's format is "
+                f"{fmt.name!r}. Use 'auto'.",
+                "tool_choice",
+            )
+        return tool_call_grammar(
+            turn.tools,
+            turn.choice,
+            start=marker(tokenizer, fmt.start),
+            end=marker(tokenizer, fmt.end),
+            parallel=turn.parallel,
+        )
+    if turn.response_schema is not None:
+        return json_schema_grammar(turn.response_schema)
+    if turn.json_object:
+        return json_object_grammar()
+    return None
+
+
+@dataclass
+class TurnHooks:
+    """The processors and the event filter of one turn.
+
+    Attributes:
+        logits_processors: For ``generate_step`` (None when unconstrained).
+        stream: The call splitter, or None when calls are not parsed.
+    """
+
+    logits_processors: list[Callable[[mx.array, mx.array], mx.array]] | None
+    stream: CallStream | None
+
+    @classmethod
+    def build(cls, tokenizer: Any, turn: TurnTools) -> TurnHooks:
+        """Make the hooks for ``turn`` on the loaded ``tokenizer``.
+
+        Raises:
+            ToolInputError: The model cannot do what the turn asks.
+        """
+        processors: list[Callable[[mx.array, mx.array], mx.array]] | None = None
+        grammar = grammar_for(tokenizer, turn)
+        if grammar is not None:
+            lltok = ll_tokenizer(tokenizer)
+            matcher = llguidance.LLMatcher(lltok, grammar)
+            if matcher.is_error():
+                raise ToolInputError(
+                    f"The output constraint cannot be compiled: {matcher.get_error()}",
+                    "response_format",
+                )
+            processors = [GrammarProcessor(matcher, lltok.vocab_size)]
+        stream = None
+        if turn.parses_calls:
+            stream = CallStream(
+                call_format_or_generic(tokenizer),
+                turn.tools,
+                max_calls=None if turn.parallel else 1,
+            )
+        return cls(processors, stream)
+
+    def wrap(self, emit: Callable[[object], None]) -> Callable[[object], None]:
+        """An ``emit`` that sends calls as tool-call events, not as answer text."""
+        stream = self.stream
+        if stream is None:
+            return emit
+
+        def send(event: object) -> None:
+            if not isinstance(event, GenerationEvent) or (
+                getattr(event, "channel", None) == REASONING
+            ):
+                emit(event)
+                return
+            items = stream.feed(event.text)
+            if event.finish_reason is not None:
+                items += stream.close()
+            texts_sent = False
+            for item in items:
+                if isinstance(item, str):
+                    emit(replace(event, text=item, finish_reason=None))
+                    texts_sent = True
+                else:  # tool-call events and `MalformedCall` notes
+                    emit(item)
+            if event.finish_reason is not None or not texts_sent:
+                emit(replace(event, text=""))
+
+        return send

@@ -1,0 +1,126 @@
+"""Grammars that constrain decoding: a JSON schema, any JSON object, or a tool call.
+
+The grammars are llguidance's (docs/structured-output.md says why that library): a
+JSON schema compiles to its JSON grammar; a forced tool call is a small Lark grammar
+whose body is the JSON ``{"name", "arguments"}`` object of the model's own call format
+between its start and end markers (written as the marker tokens when the tokenizer has
+them as single special tokens, as text otherwise). JSON has no free
+whitespace (a model with random weights would otherwise wander in it forever) and is
+spaced as ``json.dumps`` writes it, as templates render calls back.
+
+Nothing here needs a model: `check_grammar` compiles without a tokenizer, so a request
+whose schema the library cannot take is refused before it reaches the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import llguidance
+
+from app.core.tools.tool_specs import ToolChoice, ToolInputError
+from app.core.turn.parts import ToolSpec
+
+if TYPE_CHECKING:  # a TypedDict of the library's type stub only
+    from llguidance._lib import JsonCompileOptions
+
+# Calls one forced reply may hold when parallel calls are allowed.
+MAX_PARALLEL_CALLS = 8
+# JSON as Python's json.dumps (and so chat templates' ``tojson``) writes it: a call
+# the model made then renders back token for token, and the cache is reused.
+COMPACT: JsonCompileOptions = {
+    "whitespace_flexible": False,
+    "item_separator": ", ",
+    "key_separator": ": ",
+}
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A call marker as the grammar writes it.
+
+    Attributes:
+        text: The marker's text.
+        token_id: Its token id when it is one special token, else None.
+    """
+
+    text: str
+    token_id: int | None = None
+
+    def lark(self) -> str:
+        """The marker as a Lark terminal."""
+        if self.token_id is not None:
+            return f"<[{self.token_id}]>"
+        return json.dumps(self.text)
+
+
+def json_schema_grammar(schema: dict[str, Any]) -> str:
+    """The grammar of compact JSON that validates against ``schema``."""
+    return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=COMPACT)
+
+
+def json_object_grammar() -> str:
+    """The grammar of any compact JSON object (``response_format: json_object``)."""
+    return json_schema_grammar({"type": "object"})
+
+
+def call_body_schema(tools: Sequence[ToolSpec], choice: ToolChoice) -> dict[str, Any]:
+    """The JSON schema of one call's body: a name among the allowed tools and
+    arguments valid for that tool."""
+    allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
+    options = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": tool.name},
+                "arguments": tool.parameters or {"type": "object"},
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for tool in allowed
+    ]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def tool_call_grammar(
+    tools: Sequence[ToolSpec],
+    choice: ToolChoice,
+    *,
+    start: Marker,
+    end: Marker,
+    parallel: bool,
+) -> str:
+    """The grammar of a reply made of one call (or several, with ``parallel``).
+
+    Each call is ``start`` newline ``{"name": …, "arguments": …}`` newline ``end``,
+    the shape of mlx-lm's ``json_tools`` format (Qwen 2.5/3, Hermes).
+    """
+    body = {**call_body_schema(tools, choice), "x-guidance": COMPACT}
+    repeat = f'("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+    lark = (
+        f"start: call {repeat}\n"
+        f'call: {start.lark()} "\\n" body "\\n" {end.lark()}\n'
+        f"body: %json {json.dumps(body)}\n"
+    )
+    return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+def check_grammar(grammar: str, field: str) -> None:
+    """Compile ``grammar`` without a tokenizer; refuse it in words if it fails.
+
+    Raises:
+        ToolInputError: The library cannot compile it (e.g. a regex feature it lacks).
+    """
+    error = llguidance.LLMatcher.validate_grammar(grammar)
+    if error:
+        # The library's message spans lines (the regex, a caret under the fault).
+        words = " ".join(
+            line.strip()
+            for line in error.splitlines()
+            if any(c.isalpha() for c in line)
+        )
+        raise ToolInputError(f"'{field}' cannot be enforced: {words[:500]}", field)
