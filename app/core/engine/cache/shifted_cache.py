@@ -18,6 +18,7 @@ class _StoredIndexMixin:
     """Runs the parent's storage logic with ``offset`` temporarily at the stored length."""
 
     gap: int = 0
+    offset: int  # the parent cache's
 
     @property
     def stored(self) -> int:
@@ -105,6 +106,7 @@ def shifted(layer, gap: int):
         layer: A `KVCache`, `QuantizedKVCache` or shifted cache.
         gap: The new gap between position and stored length.
     """
+    twin: ShiftedQuantizedKVCache | ShiftedKVCache
     if isinstance(layer, QuantizedKVCache):
         twin = ShiftedQuantizedKVCache(
             group_size=layer.group_size, bits=layer.bits, gap=gap
