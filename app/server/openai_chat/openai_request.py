@@ -330,7 +330,8 @@ def _message(item: Any, index: int) -> ChatMessage:
     if not isinstance(item, dict):
         raise RequestError(f"'{where}' must be an object.", param=where)
     role = item.get("role")
-    role = ROLE_ALIASES.get(role, role)
+    # A non-string role (a list is unhashable) is refused below, not looked up.
+    role = ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
     if (
         role in ("tool", "function")
         or item.get("tool_calls")

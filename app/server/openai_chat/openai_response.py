@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 from app.server.errors import RequestError
 from app.server.events import Finished
@@ -132,7 +133,7 @@ def error_body(error: RequestError | None) -> dict:
                 "code": "internal_error",
             }
         }
-    body = {
+    body: dict[str, Any] = {
         "message": str(error),
         "type": error.error_type,
         "param": error.param,
