@@ -465,7 +465,7 @@ class AgedKVCache(_BaseCache):
     def state(self, v):
         spec, group, offset, gap, key_dim, dtype = v[:6]
         held = v[6] if len(v) > 6 else {}
-        self.__init__(KVAging.from_spec(spec), int(group))
+        type(self).__init__(self, KVAging.from_spec(spec), int(group))
         self.offset, self.gap, self.key_dim = int(offset), int(gap), int(key_dim)
         self.dtype = getattr(mx, dtype) if dtype else None
         block = self.aging.block_tokens

@@ -40,6 +40,7 @@ from mlx_lm.models.cache import (
 from app.core.budget.layers import LayerKind
 from app.core.engine.cache.aged_cache import AgedKVCache
 from app.core.engine.cache.shifted_cache import ShiftedKVCache, ShiftedQuantizedKVCache
+from app.core.engine.cpu.quantized_products import dequantized
 from app.core.engine.events import LayerGroup
 from app.core.presets.generation_settings import KVSettings
 
@@ -104,8 +105,8 @@ class DenseViewQuantizedKVCache(_BaseCache):
         q_keys, q_values = self.store.update_and_fetch(keys, values)
         group, bits = self.quant_group_size, self.quant_bits
         return (
-            mx.dequantize(*q_keys, group_size=group, bits=bits).astype(dtype),
-            mx.dequantize(*q_values, group_size=group, bits=bits).astype(dtype),
+            dequantized(q_keys, group, bits).astype(dtype),
+            dequantized(q_values, group, bits).astype(dtype),
         )
 
     @property
