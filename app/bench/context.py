@@ -20,6 +20,7 @@ from app.core.text.synthetic_text import filler
 if TYPE_CHECKING:  # the engine imports mlx; limits imports this module
     from app.bench.parts.limits import Limits
     from app.core.engine.engine import Engine
+    from app.core.engine.loader import LoadedModel
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and precisely."
 
@@ -57,7 +58,7 @@ class BenchContext:
     limits: Limits | None = None
     _prompt_cache: dict = field(default_factory=dict)
 
-    def loaded_model(self):
+    def loaded_model(self) -> LoadedModel:
         """Return the engine's `LoadedModel` (model, tokenizer, config).
 
         Only use its MLX objects on the engine thread (`engine.submit`).

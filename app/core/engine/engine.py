@@ -192,7 +192,7 @@ class Engine(EngineThread):
             kv=kv,
         )
 
-    def _require_model(self):
+    def _require_model(self) -> LoadedModel:
         if self._loaded is None:
             raise KnownError("No model is loaded.")
         return self._loaded
