@@ -17,8 +17,7 @@ from app.bench.settings import BenchSettings
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.text.synthetic_text import filler
 
-if TYPE_CHECKING:  # the engine imports mlx; limits imports this module
-    from app.bench.parts.limits import Limits
+if TYPE_CHECKING:  # the engine imports mlx
     from app.core.engine.engine import Engine
     from app.core.engine.loader import LoadedModel
 
@@ -55,7 +54,7 @@ class BenchContext:
     out_dir: Path
     log: Callable[[str], None] = print
     scratch: Path | None = None
-    limits: Limits | None = None
+    limits: object | None = None  # a `limits.Limits` (that module imports this one)
     _prompt_cache: dict = field(default_factory=dict)
 
     def loaded_model(self) -> LoadedModel:
