@@ -325,6 +325,7 @@ class ServerApp:
             watcher.cancel()
             if first is _GONE:
                 return Response(status_code=400)
+            assert isinstance(first, _Failed), "the other case of the test above"
             known = as_request_error(first.error)
             if known is None:
                 logger.error("request failed", exc_info=first.error)
