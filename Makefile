@@ -31,6 +31,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check app tests $(wildcard packaging)
 	$(BIN)/ruff format --check app tests $(wildcard packaging)
+	$(BIN)/mypy app
 
 format: $(STAMP)
 	$(BIN)/ruff format app tests packaging

@@ -11,10 +11,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.bench.settings import BenchSettings
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.text.synthetic_text import filler
+
+if TYPE_CHECKING:  # the engine imports mlx
+    from app.core.engine.engine import Engine
+    from app.core.engine.loader import LoadedModel
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and precisely."
 
@@ -43,16 +48,16 @@ class BenchContext:
         limits: The machine's `limits.Limits`, once measured in this run.
     """
 
-    engine: object
+    engine: Engine
     model_dir: Path
     settings: BenchSettings
     out_dir: Path
     log: Callable[[str], None] = print
     scratch: Path | None = None
-    limits: object | None = None
+    limits: object | None = None  # a `limits.Limits` (that module imports this one)
     _prompt_cache: dict = field(default_factory=dict)
 
-    def loaded_model(self):
+    def loaded_model(self) -> LoadedModel:
         """Return the engine's `LoadedModel` (model, tokenizer, config).
 
         Only use its MLX objects on the engine thread (`engine.submit`).

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.core.store import Store
+
+if TYPE_CHECKING:  # imported where used: the engine imports mlx
+    from app.core.engine.engine import Engine
+    from app.core.engine.events import ModelInfo
 
 
 @dataclass
@@ -18,8 +23,8 @@ class Runtime:
     """An open store and a loaded engine."""
 
     store: Store
-    engine: object
-    model_info: object
+    engine: Engine
+    model_info: ModelInfo
     pressure: Callable[[], str] = field(default=lambda: "normal")
     device_limit: Callable[[int, int], int | None] | None = None
 
@@ -65,7 +70,7 @@ def open_runtime(
             model = store.get_conversation(conversation_id).model
         demo = model is None
         engine = Engine.from_settings()
-        if demo:
+        if model is None:
             say(DEMO_NOTICE)
             info = engine.load_demo()
         else:

@@ -19,9 +19,13 @@ import argparse
 import json
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli import arg_types
 from app.core.longdoc.plan.mode import MODES
+
+if TYPE_CHECKING:  # imported when a bar is first shown
+    from tqdm import tqdm
 
 EXIT_CANCELLED = 130
 
@@ -110,7 +114,7 @@ class ProgressBar:
 
     def __init__(self, enabled: bool):
         self._enabled = enabled
-        self._bar = None
+        self._bar: tqdm | None = None
 
     def say(self, message: str) -> None:
         if self._bar is not None:
@@ -222,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         signal.signal(signal.SIGINT, previous)
         runtime.close()
+    assert finished is not None, "a reading that returns ends with RunFinished"
     if args.json:
         print(json.dumps(_final_json(finished), ensure_ascii=False), flush=True)
     else:

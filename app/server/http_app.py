@@ -18,7 +18,7 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from starlette.applications import Starlette
@@ -55,7 +55,9 @@ STARTED = int(time.time())
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def error_response(error: RequestError | None, headers: dict | None = None) -> Response:
+def error_response(
+    error: RequestError | None, headers: Mapping[str, str] | None = None
+) -> Response:
     """An OpenAI error object with its status (None: a bug, 500)."""
     status = error.status if error is not None else 500
     return JSONResponse(error_body(error), status_code=status, headers=headers)
@@ -324,6 +326,7 @@ class ServerApp:
             watcher.cancel()
             if first is _GONE:
                 return Response(status_code=400)
+            assert isinstance(first, _Failed), "the other case of the test above"
             known = as_request_error(first.error)
             if known is None:
                 logger.error("request failed", exc_info=first.error)
@@ -402,7 +405,8 @@ class ServerApp:
             # the client disconnected: the engine stops after its current token.
             bridge.cancel.cancel()
 
-    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException), "registered for HTTPException only"
         messages = {
             404: f"There is no {request.url.path} here; this server has "
             "GET /v1/models, POST /v1/chat/completions, /v1/completions, "

@@ -16,12 +16,16 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import Preset
 from app.server.completion import CompletionService
 from app.server.config import ServerConfig
 from app.server.http_app import ServerApp
+
+if TYPE_CHECKING:  # imported when the server starts
+    import uvicorn
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 10.0
@@ -135,7 +139,7 @@ class LocalServer:
         )
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._uvicorn = None
+        self._uvicorn: uvicorn.Server | None = None
         self._app: ServerApp | None = None
         self._socket: socket.socket | None = None
         self._port = config.port
@@ -187,6 +191,7 @@ class LocalServer:
 
     def _wait_started(self) -> None:
         server, thread = self._uvicorn, self._thread
+        assert server is not None and thread is not None, "start() sets both first"
         waited = 0.0
         while not server.started:
             if not thread.is_alive() or waited > START_TIMEOUT_S:
@@ -199,7 +204,9 @@ class LocalServer:
 
     def _serve(self) -> None:
         try:
-            asyncio.run(self._uvicorn.serve(sockets=[self._socket]))
+            server, sock = self._uvicorn, self._socket
+            assert server is not None and sock is not None, "start() sets both first"
+            asyncio.run(server.serve(sockets=[sock]))
         except BaseException as exc:  # reported through status(), and logged
             self._error = f"{type(exc).__name__}: {exc}"
             logger.exception("the server loop failed")
@@ -212,10 +219,12 @@ class LocalServer:
                 return
             if self._app is not None:
                 self._app.close()
-            self._uvicorn.should_exit = True
+            server = self._uvicorn
+            assert server is not None, "set together with the thread"
+            server.should_exit = True
             thread.join(timeout)
             if thread.is_alive():
-                self._uvicorn.force_exit = True
+                server.force_exit = True
                 thread.join(timeout)
             self._thread = None
             self._close_socket()

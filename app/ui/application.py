@@ -39,6 +39,7 @@ def setup_logging() -> None:
     root = logging.getLogger()
     if any(getattr(h, "_swapless", False) for h in root.handlers):
         return
+    handler: logging.Handler
     try:
         handler = logging.handlers.RotatingFileHandler(
             paths.logs_dir() / "swapless.log",
@@ -49,7 +50,7 @@ def setup_logging() -> None:
         private_files.make_private(Path(handler.baseFilename))
     except OSError:
         handler = logging.StreamHandler(sys.stderr)
-    handler._swapless = True  # type: ignore[attr-defined]
+    vars(handler)["_swapless"] = True  # marks ours: a second call adds no other
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
@@ -86,6 +87,7 @@ def run_app(argv: list[str] | None = None, model: Path | None = None) -> int:
 
     setup_logging()
     app = QApplication.instance() or QApplication(["swapless", *(argv or [])])
+    assert isinstance(app, QApplication), "the window needs a QApplication"
     from app.ui.checks.paint_check import painting_problem
 
     problem = painting_problem()

@@ -235,7 +235,7 @@ class MainWindow(QMainWindow):
         self.stop_action = self._action(
             "Stop",
             QKeySequence(Qt.Key.Key_Escape),
-            lambda: self.documents.stop_here() or self.turns.stop(),
+            self._stop,
         )
         self.settings_action = self._action(
             "Settings", QKeySequence("Ctrl+,"), self.settings_controller.open_dialog
@@ -243,6 +243,11 @@ class MainWindow(QMainWindow):
         # Qt reads "Ctrl" as Cmd on a Mac; the platform's Quit key is empty on some.
         self.quit_action = self._action("Quit", QKeySequence("Ctrl+Q"), self.close)
         self.stop_action.setEnabled(False)
+
+    def _stop(self) -> None:
+        """Esc: stop the reading the open conversation waits for, else the reply."""
+        if not self.documents.stop_here():
+            self.turns.stop()
 
     def _action(self, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)

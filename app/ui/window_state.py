@@ -6,6 +6,8 @@ registry or the real user's config), so tests and a moved home stay self-contain
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QByteArray, QSettings
 
 from app.core.files import paths, private_files
@@ -37,7 +39,8 @@ def load_window_state() -> tuple[QByteArray | None, QByteArray | None, int | Non
     geometry = state.value("window/geometry")
     splitter = state.value("window/splitter")
     try:
-        conversation = int(state.value("chat/last_conversation", 0) or 0)
+        raw: Any = state.value("chat/last_conversation", 0)  # a QVariant: any type
+        conversation = int(raw or 0)
     except (TypeError, ValueError):
         conversation = 0
     return (

@@ -114,6 +114,11 @@ def test_bad_bodies_say_what_is_wrong(raw, code, words):
             "messages[0].role",
             "one of",
         ),
+        (  # unhashable: once a TypeError (a 500) in the alias lookup
+            {"messages": [{"role": ["user"], "content": "x"}]},
+            "messages[0].role",
+            "one of",
+        ),
         (
             {"messages": [{"role": "tool", "content": "x"}]},
             "messages[0].tool_call_id",

@@ -67,7 +67,8 @@ def _stream(port: int, path: str, body: dict) -> tuple[float, dict, str]:
         "POST", path, json.dumps(body), {"Content-Type": "application/json"}
     )
     response = connection.getresponse()
-    ttft, usage, texts = 0.0, {}, []
+    usage: dict = {}
+    ttft, texts = 0.0, []
     for raw in response:
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":

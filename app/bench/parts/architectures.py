@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from app.bench.context import SYSTEM_PROMPT, BenchContext, greedy, kv_settings
 from app.bench.results import PartResult, Row, yes_no
@@ -136,7 +137,7 @@ def _measure(
     try:
         engine.load(folder)
         geometry = read_geometry(folder)
-        found = {"layers": layer_summary(geometry)}
+        found: dict[str, Any] = {"layers": layer_summary(geometry)}
         found["reuse"] = _reuse(engine, context, pairs)
         found["trim"] = _trim(engine, context, max(pairs, TRIM_REPEATS))
         found.update(_kv_bytes(engine, geometry, context))

@@ -72,6 +72,7 @@ def _engine_run(ctx: BenchContext, key: str, prompt: list[int], kv, tokens: int)
                 times.append(time.perf_counter())
                 cpu.append(time.process_time())
     final = handle.final
+    assert final is not None, "set once the handle's events are read to the end"
     engine.drop_cache(key)
     return {
         "decode_tps": _decode_tps(times),

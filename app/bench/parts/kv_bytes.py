@@ -34,7 +34,9 @@ def run(ctx: BenchContext) -> PartResult:
     s = ctx.settings
     engine = ctx.engine
     geometry = read_geometry(ctx.model_dir)
-    act = _ACT_BYTES.get(engine.model_info.activation_dtype, 4)
+    info = engine.model_info
+    assert info is not None, "the bench runs on a loaded engine"
+    act = _ACT_BYTES.get(info.activation_dtype, 4)
     counts = sorted(s.kv_token_counts)
     aligned = next((c for c in counts if c % 256 == 0), 1024)
     grown = s.kv_growth_tokens

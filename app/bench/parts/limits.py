@@ -104,6 +104,7 @@ def for_run(ctx: BenchContext) -> Limits:
     """The limits of this run: measured by this part, or now if it did not run first."""
     if ctx.limits is None:
         ctx.limits = ctx.engine.submit(measure, ctx.settings).result()
+    assert isinstance(ctx.limits, Limits), "only this module sets it"
     return ctx.limits
 
 

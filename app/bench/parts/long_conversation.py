@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 from app.bench.context import BenchContext
 from app.bench.parts.conversation_worker import MARKER
@@ -57,8 +58,18 @@ class _Worker:
         )
         self.ready = self._read()
 
+    @property
+    def _stdin(self) -> IO[str]:
+        assert self.process.stdin is not None, "opened with stdin=PIPE"
+        return self.process.stdin
+
+    @property
+    def _stdout(self) -> IO[str]:
+        assert self.process.stdout is not None, "opened with stdout=PIPE"
+        return self.process.stdout
+
     def _read(self) -> dict:
-        for line in self.process.stdout:
+        for line in self._stdout:
             if line.startswith(MARKER):
                 return json.loads(line[len(MARKER) :])
         self.process.wait()
@@ -68,19 +79,17 @@ class _Worker:
         )
 
     def turn(self, number: int, text: str) -> dict:
-        self.process.stdin.write(
-            json.dumps({"op": "turn", "turn": number, "text": text})
-        )
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
+        self._stdin.write(json.dumps({"op": "turn", "turn": number, "text": text}))
+        self._stdin.write("\n")
+        self._stdin.flush()
         return self._read()
 
     def close(self) -> None:
         try:
             if self.process.poll() is None:
-                self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.process.stdin.flush()
-                self.process.stdin.close()
+                self._stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self._stdin.flush()
+                self._stdin.close()
                 self.process.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()

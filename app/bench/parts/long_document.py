@@ -109,7 +109,9 @@ def _read_whole(ctx: BenchContext, document, bits: int) -> dict:
     kv, key = kv_settings(bits), f"bench-longdoc-whole-{bits}"
     safe = engine.max_safe_context(bits, kv.group_size)
     trained = engine.trained_context()
-    points, samples, stopped, spent, reached = [], [], None, 0.0, 0
+    points: list[dict] = []
+    samples: list[PrefillSample] = []
+    stopped, spent, reached = None, 0.0, 0
     try:
         for mark in marks:
             if safe is not None and mark + s.longdoc_decode_tokens > safe:
@@ -215,6 +217,7 @@ def _read_segments(ctx: BenchContext, document) -> dict:
                 )
             elif isinstance(event, RunFinished):
                 finished = event
+    assert finished is not None and started is not None, "a run starts and finishes"
     return {
         "bits": SEGMENT_BITS,
         "segment_tokens": per_segment,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from typing import Any
 
 from app.bench.context import SYSTEM_PROMPT, BenchContext, greedy, kv_settings
 from app.bench.results import PartResult, Row, yes_no
@@ -87,7 +88,7 @@ def _post(port: int, body: dict) -> dict:
             f"the server answered {response.status}: {response.read()!r}"
         )
     times, cpu, parts = [], [], []
-    usage = {}
+    usage: dict = {}
     while True:
         line = response.readline()
         if not line or line.strip() == b"data: [DONE]":
@@ -144,7 +145,9 @@ def _engine_run(ctx: BenchContext, messages: list[dict], tokens: int) -> dict:
             cpu.append(time.process_time())
             parts.append(event.text)
     engine.drop_cache(key)
-    tokens = handle.final.generated_tokens
+    final = handle.final
+    assert final is not None, "set once the handle's events are read to the end"
+    tokens = final.generated_tokens
     return {
         "tps": _decode_tps(times, tokens),
         "cpu_tps": _decode_tps(cpu, tokens),
@@ -195,7 +198,7 @@ def _speed(ctx: BenchContext, server) -> tuple[dict, list[Row]]:
         )
     )
     same = all(a["text"] == b["text"] for a, b in zip(served, direct, strict=True))
-    figures = {
+    figures: dict[str, Any] = {
         "prompt_tokens": len(ctx.engine.render(messages)),
         "decode_tokens": tokens,
         "kv_bits": KV_BITS_USED,
@@ -281,7 +284,7 @@ def _reuse(ctx: BenchContext, server) -> tuple[dict, list[Row]]:
     ratios = summarize(pair_ratios(reused, fresh_times))
     met = TARGETS[REUSE_KEY].holds(ratios["median"])
     prompt_tokens = len(ctx.engine.render(second))
-    figures = {
+    figures: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "reuse_ttft_s": summarize(reused),
         "fresh_ttft_s": summarize(fresh_times),

@@ -49,7 +49,8 @@ def available(ctx: BenchContext) -> str | None:
 def _history(ctx: BenchContext, tokens: int, seed: int) -> list[tuple[str, str]]:
     """Whole user/assistant pairs of at least ``tokens`` rendered tokens in all."""
     overhead = _message_overhead(ctx)
-    messages, total, index = [], 0, 0
+    messages: list[tuple[str, str]] = []
+    total, index = 0, 0
     while total < tokens or len(messages) % 2:
         role = "user" if index % 2 == 0 else "assistant"
         text = ctx.filler(MESSAGE_TOKENS, seed=seed * 1000 + index)
@@ -134,6 +135,7 @@ def _measure(loaded, sc: dict, pairs: int, kl_steps: int) -> dict:
         started = time.perf_counter()
         prefill_only(loaded, rebuilt, sc["new_ids"], kv)
         rebuild_s.append(time.perf_counter() - started)
+    assert spliced is not None and rebuilt is not None, "pairs is at least 1"
     ids_match = spliced.token_ids == rebuilt.token_ids == sc["new_ids"]
     untrimmed = master.clone()
     del master
@@ -153,12 +155,12 @@ def _measure(loaded, sc: dict, pairs: int, kl_steps: int) -> dict:
     kl_untrimmed_splice = []
     entropy, max_prob = [], []
     for _ in range(kl_steps):
-        token = int(mx.argmax(ref).item())
+        token = int(mx.argmax(ref))
         kl_splice.append(kl(ref, spl).item())
         kl_untrimmed.append(kl(ref, unt).item())
         kl_untrimmed_splice.append(kl(unt, spl).item())
-        top1_splice.append(int(mx.argmax(spl).item()) == token)
-        top1_untrimmed.append(int(mx.argmax(unt).item()) == token)
+        top1_splice.append(int(mx.argmax(spl)) == token)
+        top1_untrimmed.append(int(mx.argmax(unt)) == token)
         entropy.append(-mx.sum(mx.exp(ref) * ref).item())
         max_prob.append(mx.exp(mx.max(ref)).item())
         ref = log_probs(rebuilt, [token])

@@ -25,7 +25,9 @@ def markdown(results: dict) -> str:
         "| Measurement | Median | Spread | Target | Held |",
         "|---|---|---|---|---|",
     ]
-    skipped, failed, notes = [], [], []
+    skipped: list[str] = []
+    failed: list[str] = []
+    notes: list[str] = []
     for name, part in results.get("parts", {}).items():
         if part["status"] == "skipped":
             skipped.append(f"- `{name}` ({part['title']}): {part['note']}")

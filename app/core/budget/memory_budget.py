@@ -328,8 +328,11 @@ def check_kv_growth_bytes(
 
 def _check_fraction(name: str, value: object, bounds: tuple[float, float]) -> None:
     low, high = bounds
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not is_number or not low <= value <= high:  # also rejects NaN
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not low <= value <= high  # also rejects NaN
+    ):
         raise SettingsError(
             f"Budget setting {name} must be a number from {low} to {high}, "
             f"not {value!r}."

@@ -186,7 +186,7 @@ def dense_resident_bytes(
             if name.endswith((".scales", ".biases")) and f"{base}.weight" in header:
                 continue  # folded into the dense weight
             elements = nbytes // SAFETENSORS_DTYPE_BYTES[dtype]
-            if packed:
+            if packed and quant_bits:
                 total += elements * (32 // quant_bits) * float_dtype_bytes
             elif dtype in CONVERTIBLE_FLOAT_DTYPES:
                 total += elements * float_dtype_bytes

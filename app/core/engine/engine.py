@@ -14,6 +14,7 @@ import functools
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.cancel import CancelToken
 from app.core.engine.cache import prefix_reuse
@@ -31,6 +32,10 @@ from app.core.engine.turn_handle import (
 from app.core.errors import KnownError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.tools.turn_tools import TurnTools
+
+if TYPE_CHECKING:  # imported where used: loading them imports mlx
+    from app.core.budget.device_budget import DeviceBudget
+    from app.core.engine.loader import LoadedModel
 
 __all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
@@ -56,14 +61,14 @@ class Engine(EngineThread):
         prefix_cache_settings=None,
     ):
         super().__init__()
-        self._loaded = None
-        self._tokenizer = None
+        self._loaded: LoadedModel | None = None
+        self._tokenizer: PromptTokenizer | None = None
         self._caches = CacheRegistry(max_idle_caches)
         self._info: ModelInfo | None = None
         self._prefix_cache = prefix_cache
         self._prefix_cache_settings = prefix_cache_settings
         self._budget_settings = budget_settings
-        self._budget = None
+        self._budget: DeviceBudget | None = None
 
     @classmethod
     def from_settings(cls, settings=None) -> Engine:
@@ -190,7 +195,7 @@ class Engine(EngineThread):
             kv=kv,
         )
 
-    def _require_model(self):
+    def _require_model(self) -> LoadedModel:
         if self._loaded is None:
             raise KnownError("No model is loaded.")
         return self._loaded

@@ -28,7 +28,7 @@ from app.core.engine.cache.conversation_cache import (
     ConversationCache,
     common_prefix_length,
 )
-from app.core.engine.events import GenerationEvent, PrefillProgress
+from app.core.engine.events import FinishReason, GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 
@@ -195,9 +195,9 @@ def run_turn(
     detokenizer.reset()
     generated: list[int] = []
     first_token_at = None
-    finish = "length"
+    finish: FinishReason = "length"
 
-    def make_event(text: str, finish_reason: str | None) -> GenerationEvent:
+    def make_event(text: str, finish_reason: FinishReason | None) -> GenerationEvent:
         now = time.perf_counter()
         first = first_token_at or now
         decode_tokens = max(len(generated) - 1, 0)

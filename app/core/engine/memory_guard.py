@@ -209,8 +209,14 @@ def check_request(
     Raises:
         BudgetError: With the numbers.
     """
-    limits = [max_context, max_safe_context(budget, kv.bits, kv.group_size, kv.aging)]
-    limits = [limit for limit in limits if limit is not None]
+    limits = [
+        limit
+        for limit in (
+            max_context,
+            max_safe_context(budget, kv.bits, kv.group_size, kv.aging),
+        )
+        if limit is not None
+    ]
     if limits:
         check_request_fits(prompt_tokens, max_tokens, min(limits))
     if budget is not None:

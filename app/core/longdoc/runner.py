@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
+from typing import Literal
 
 from app.core.budget import BudgetSettings
 from app.core.cancel import CancelToken
@@ -99,14 +100,14 @@ class LongDocumentRunner:
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         cancel: CancelToken | None = None,
-        speeds: SpeedRecord | None | str = "default",
+        speeds: SpeedRecord | None | Literal["default"] = "default",
     ):
         self.engine = engine
         self.store = store
         self.preset = preset
         self.seed = seed
         self._clock = clock
-        self.speeds = SpeedRecord() if speeds == "default" else speeds
+        self.speeds = SpeedRecord() if isinstance(speeds, str) else speeds
         self.planner = Planner(
             engine,
             preset,
@@ -210,7 +211,7 @@ class LongDocumentRunner:
         answer, message_id, sources = "", None, ()
         # What the stored reading becomes if the run ends here: a kill signal or a
         # consumer that stops iterating leaves it resumable.
-        status = "interrupted"
+        status: str | None = "interrupted"
         try:
             prefix = self._cache_prefix(key, plan)
             remaining = plan.remaining_seconds(resumed_from)
@@ -408,7 +409,7 @@ class LongDocumentRunner:
         saver = ReplySaver(self.store, message_id)
         chunks: list[str] = []
         sampling = self.preset.sampling_settings(self.seed)
-        sources = ()
+        sources: tuple[tuple[str, tuple[int, ...]], ...] = ()
         try:
             follow = follow_step(
                 self._step(key, plan, ids, sampling),

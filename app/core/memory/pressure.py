@@ -123,7 +123,7 @@ def pressure_signals(
     signals: list[PressureSignal] = []
     # An unexpected macOS value is ignored: the available-memory heuristic stands in.
     kernel_level = MACOS_LEVELS.get(macos_level) if macos_level is not None else None
-    if kernel_level is not None:
+    if kernel_level is not None and macos_level is not None:
         signals.append(
             PressureSignal(
                 "macos",

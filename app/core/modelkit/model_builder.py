@@ -134,7 +134,9 @@ def _random_parameters(model: nn.Module, seed: int) -> dict:
         if isinstance(module, nn.RMSNorm | nn.LayerNorm)
         or "Norm" in type(module).__name__
     }
-    flat = sorted(tree_flatten(model.parameters()), key=lambda item: item[0])
+    pairs = tree_flatten(model.parameters())
+    assert isinstance(pairs, list), "tree_flatten returns a dict only into a dict"
+    flat = sorted(pairs, key=lambda item: item[0])
     keys = mx.random.split(mx.random.key(seed), len(flat))
     parameters = []
     for index, (name, value) in enumerate(flat):

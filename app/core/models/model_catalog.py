@@ -191,7 +191,7 @@ def find_models(
 
 
 def _hugging_face_models(cache: Path) -> list[LocalModel]:
-    models = []
+    models: list[LocalModel] = []
     try:
         repos = sorted(cache.glob("models--*"))
     except OSError:

@@ -125,10 +125,11 @@ def plan_check(
     )
 
 
-def _bytes_per_token(geometry, cell: Cell, act: int) -> float:
+def _bytes_per_token(geometry, cell: Cell, act: int | None) -> float:
     """A KV cell's cache bytes per token (aged: the average at the trained context)."""
     if not cell.aging:
         return float(bytes_per_token(geometry, cell.bits, cell.group_size, act))
     tokens = geometry.max_position_embeddings or AGED_BYTES_AT_TOKENS
     aging = cell.kv_settings.aging
+    assert aging is not None, "an aged cell's settings carry its tiers"
     return aged_kv_bytes_at(geometry, tokens, aging, cell.group_size, act) / tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from app.core.quality.cells import TRIM, Cell, kv_cell, settings_cell
 from app.core.quality.metrics import FAILS, CellResult
@@ -84,8 +85,19 @@ class PresetQuality:
         ]
 
 
+class PresetLike(Protocol):
+    """What the quality rows read from a preset."""
+
+    @property
+    def kv_bits(self) -> int: ...
+    @property
+    def kv_group(self) -> int: ...
+    @property
+    def trim_method(self) -> str: ...
+
+
 def preset_quality(
-    presets: Mapping[str, object], stored: Mapping[str, StoredResult]
+    presets: Mapping[str, PresetLike], stored: Mapping[str, StoredResult]
 ) -> list[PresetQuality]:
     """Pair every preset with the stored results of its compressions.
 
@@ -108,7 +120,7 @@ def preset_quality(
     return out
 
 
-def _kv_cell_of(preset) -> Cell:
+def _kv_cell_of(preset: PresetLike) -> Cell:
     """The cell measuring a preset's KV precision (its aged cell when it ages)."""
     settings = getattr(preset, "kv_settings", None)
     if settings is not None:

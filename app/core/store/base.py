@@ -17,11 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
+from sqlite_utils.db import Table
 
 from app.core.errors import StoreError
 from app.core.store import locking
 from app.core.store.database import translate_errors
 from app.core.store.records import format_time
+
+
+def inserted_id(table: Table) -> int:
+    """The primary key of the row that ``table.insert(...)`` just wrote."""
+    row_id = table.last_pk
+    # None only after an insert that wrote nothing (ignore=True on a conflict).
+    assert row_id is not None, "a plain insert always sets last_pk"
+    return row_id
 
 
 @contextlib.contextmanager

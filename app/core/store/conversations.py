@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from app.core.store.base import StoreBase
+from app.core.store.base import StoreBase, inserted_id
 from app.core.store.records import Conversation
 
 TITLE_MAX_CHARS = 60
@@ -72,9 +72,8 @@ class ConversationsMixin(StoreBase):
         """
         now = self._now()
         with self._writing() as db:
-            return (
-                db["conversations"]
-                .insert(
+            return inserted_id(
+                db.table("conversations").insert(
                     {
                         "title": title,
                         "created_at": now,
@@ -85,7 +84,6 @@ class ConversationsMixin(StoreBase):
                         "system_prompt": system_prompt,
                     }
                 )
-                .last_pk
             )
 
     def get_conversation(self, conversation_id: int) -> Conversation:
@@ -186,7 +184,7 @@ class ConversationsMixin(StoreBase):
             if first is None:
                 return row["title"]
             title = make_title(first[0])
-            db["conversations"].update(conversation_id, {"title": title})
+            db.table("conversations").update(conversation_id, {"title": title})
             return title
 
     def _update_conversation(
@@ -194,4 +192,4 @@ class ConversationsMixin(StoreBase):
     ) -> None:
         with self._writing() as db:
             self._row(db, "conversations", conversation_id, "Conversation")
-            db["conversations"].update(conversation_id, changes)
+            db.table("conversations").update(conversation_id, changes)

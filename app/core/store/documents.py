@@ -7,6 +7,7 @@ in progress and `next_segment_index` tells the reader where to pick up.
 
 from __future__ import annotations
 
+from app.core.store.base import inserted_id
 from app.core.store.records import DOCUMENT_STATUSES, Document, DocumentSegment
 from app.core.store.writers import WritersMixin
 
@@ -47,9 +48,8 @@ class DocumentsMixin(WritersMixin):
         now = self._now()
         with self._writing() as db:
             self._row(db, "conversations", conversation_id, "Conversation")
-            document_id = (
-                db["documents"]
-                .insert(
+            document_id = inserted_id(
+                db.table("documents").insert(
                     {
                         "conversation_id": conversation_id,
                         "name": name,
@@ -62,7 +62,6 @@ class DocumentsMixin(WritersMixin):
                         "writer_id": self._writer_id(db),
                     }
                 )
-                .last_pk
             )
             self._touch(db, conversation_id, now)
             return document_id
@@ -146,9 +145,8 @@ class DocumentsMixin(WritersMixin):
                     f"document {document_id} has {total} segments; "
                     f"index {segment_index} is past the end"
                 )
-            segment_id = (
-                db["document_segments"]
-                .insert(
+            segment_id = inserted_id(
+                db.table("document_segments").insert(
                     {
                         "document_id": document_id,
                         "segment_index": segment_index,
@@ -160,10 +158,9 @@ class DocumentsMixin(WritersMixin):
                         "created_at": now,
                     }
                 )
-                .last_pk
             )
             done = total is not None and segment_index + 1 == total
-            db["documents"].update(
+            db.table("documents").update(
                 document_id,
                 {
                     "status": "complete" if done else "reading",
@@ -209,7 +206,7 @@ class DocumentsMixin(WritersMixin):
         with self._writing() as db:
             self._row(db, "documents", document_id, "Document")
             writer = self._writer_id(db) if status == "reading" else None
-            db["documents"].update(
+            db.table("documents").update(
                 document_id, {"status": status, "error": error, "writer_id": writer}
             )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from app.core.store.base import inserted_id
 from app.core.store.records import ROLES, Message, ReplyStats
 from app.core.store.writers import WritersMixin
 
@@ -89,7 +90,7 @@ class MessagesMixin(WritersMixin):
         """
         with self._writing() as db:
             self._row(db, "messages", message_id, "Message")
-            db["messages"].update(message_id, {"token_count": token_count})
+            db.table("messages").update(message_id, {"token_count": token_count})
 
     def delete_message(self, message_id: int) -> None:
         """Delete one message, e.g. a reply the user regenerates.
@@ -195,12 +196,10 @@ class MessagesMixin(WritersMixin):
             if writer:
                 values = {**values, "writer_id": self._writer_id(db)}
             now = self._now()
-            message_id = (
-                db["messages"]
-                .insert(
+            message_id = inserted_id(
+                db.table("messages").insert(
                     {"conversation_id": conversation_id, "created_at": now, **values}
                 )
-                .last_pk
             )
             self._touch(db, conversation_id, now)
             return message_id
@@ -220,7 +219,7 @@ class MessagesMixin(WritersMixin):
             token_count = stats.generated_tokens
         with self._writing() as db:
             row = self._require_generating(db, message_id)
-            db["messages"].update(
+            db.table("messages").update(
                 message_id,
                 {
                     "content": content,

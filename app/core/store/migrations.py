@@ -385,7 +385,7 @@ def migrate(db: Database, *, up_to: int = SCHEMA_VERSION) -> list[int]:
             if _is_applied(db, step.version):
                 continue
             step.apply(db)
-            db[MIGRATIONS_TABLE].insert(
+            db.table(MIGRATIONS_TABLE).insert(
                 {
                     "version": step.version,
                     "name": step.name,

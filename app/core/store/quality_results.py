@@ -43,7 +43,8 @@ class QualityResultsMixin(StoreBase):
                     ),
                 ],
             )
-            check_id = int(cursor.lastrowid)
+            check_id = cursor.lastrowid
+            assert check_id is not None, "an INSERT always sets lastrowid"
             for result in report.results:
                 data = result.to_dict()
                 db.execute(

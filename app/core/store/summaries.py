@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
-from app.core.store.base import StoreBase
+from app.core.store.base import StoreBase, inserted_id
 from app.core.store.records import (
     SUMMARY_METHODS,
     TRIM_CAUSES,
@@ -93,9 +93,8 @@ class SummariesMixin(StoreBase):
                 raise ValueError(
                     f"message {generating[0]} in the span is still generating"
                 )
-            summary_id = (
-                db["summaries"]
-                .insert(
+            summary_id = inserted_id(
+                db.table("summaries").insert(
                     {
                         "conversation_id": conversation_id,
                         "first_message_id": first,
@@ -109,10 +108,9 @@ class SummariesMixin(StoreBase):
                         "trim_at_tokens": trim_at_tokens,
                     }
                 )
-                .last_pk
             )
             for old_id in folded:
-                db["summaries"].update(old_id, {"superseded_by": summary_id})
+                db.table("summaries").update(old_id, {"superseded_by": summary_id})
             db.execute(
                 "UPDATE messages SET summary_id = ?"
                 " WHERE conversation_id = ? AND id BETWEEN ? AND ?",

@@ -19,7 +19,7 @@ from sqlite_utils import Database
 
 from app.core.files import process_identity
 from app.core.files.process_identity import ProcessIdentity
-from app.core.store.base import StoreBase
+from app.core.store.base import StoreBase, inserted_id
 from app.core.store.records import format_time, utc_now
 
 # Tokens of the stores open in this process: the process is alive, so its own
@@ -57,9 +57,8 @@ class WritersMixin(StoreBase):
             if found:
                 return self._writer_row
         me = process_identity.current()
-        self._writer_row = (
-            db["writers"]
-            .insert(
+        self._writer_row = inserted_id(
+            db.table("writers").insert(
                 {
                     "host": me.host,
                     "pid": me.pid,
@@ -69,7 +68,6 @@ class WritersMixin(StoreBase):
                     "opened_at": format_time(utc_now()),
                 }
             )
-            .last_pk
         )
         return self._writer_row
 

@@ -87,6 +87,7 @@ def _web_address(
     if len(segments) < 2 or any("_" in s for s in segments[-2:]):
         return None
     path = _PATH.match(text, domain.end())
+    assert path is not None, "_PATH matches the empty string too"
     end = _trim(text, start, path.end())
     if end <= domain.start():
         return None

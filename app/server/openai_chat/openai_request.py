@@ -390,6 +390,7 @@ def _message(item: Any, index: int) -> ChatMessage:
     if not isinstance(item, dict):
         raise RequestError(f"'{where}' must be an object.", param=where)
     role = item.get("role")
+    # A non-string role (a list is unhashable) is refused below, not looked up.
     if isinstance(role, str):
         role = ROLE_ALIASES.get(role, role)
     if role == "function" or item.get("function_call"):

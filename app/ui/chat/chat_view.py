@@ -153,13 +153,22 @@ class ChatView(QWidget):
         for message in messages:
             if message.state == "generating":
                 continue  # the live reply stands for it while it is written
-            summary = by_id.get(message.summary_id)
+            summary = (
+                by_id.get(message.summary_id)
+                if message.summary_id is not None
+                else None
+            )
             if summary is not None:
                 if summary.id not in placed:
                     placed.add(summary.id)
                     group = covered[summary.id]
                     origin = origins.get(summary.id, "")
-                    key = ("summary", summary.id, tuple(m.id for m in group), origin)
+                    key: tuple[object, ...] = (
+                        "summary",
+                        summary.id,
+                        tuple(m.id for m in group),
+                        origin,
+                    )
                     wanted.append((key, self._card_factory(summary, group, origin)))
                 continue
             key = ("message", message.id, message.content, message_footer(message))
@@ -293,8 +302,13 @@ class ChatView(QWidget):
 
     def remove_last_reply(self) -> None:
         """Remove the last reply (it is being regenerated)."""
-        if self._items and getattr(self._items[-1], "role", None) == "assistant":
-            self.remove_from(self._items[-1].message_id)
+        last = self._items[-1] if self._items else None
+        if (
+            isinstance(last, MessageView)
+            and last.role == "assistant"
+            and last.message_id is not None  # listed replies are saved ones
+        ):
+            self.remove_from(last.message_id)
 
     # -- lookups -----------------------------------------------------------------------
 

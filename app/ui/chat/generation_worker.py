@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -29,6 +30,9 @@ from app.core.cancel import CancelToken
 from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
 from app.core.presets.presets import Preset
 from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
+
+if TYPE_CHECKING:  # imported on the worker thread, where it is used
+    from app.core.chat.turn_events import TurnFinished
 
 log = logging.getLogger(__name__)
 
@@ -292,11 +296,12 @@ class GenerationWorker(QObject):
         """Run one chat turn's events to the end; emit its outcome."""
         self.turn_started.emit(cid)
         _, finished = self._relay(cid, turn)
+        assert finished is not None, "a turn's events end with its TurnFinished"
         report = finished.report
         self.generation_finished.emit(cid, report)
         self._measure(cid, report)
 
-    def _relay(self, cid: int, events: Iterable) -> tuple[int, object]:
+    def _relay(self, cid: int, events: Iterable) -> tuple[int, TurnFinished | None]:
         """The one loop: pass a run's events on as signals; return (cid, last event).
 
         The last event is the turn's `TurnFinished`. (Documents are read by the
@@ -305,7 +310,7 @@ class GenerationWorker(QObject):
         from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
         from app.core.engine.events import GenerationEvent, PrefillProgress
 
-        finished = None
+        finished: TurnFinished | None = None
         for event in events:
             if isinstance(event, GenerationEvent):
                 if event.text:

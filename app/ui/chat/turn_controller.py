@@ -262,8 +262,10 @@ class TurnController(QObject):
         self._chat.set_busy(self.busy)
 
     def _show_live(self) -> None:
-        self._chat.start_live_turn(None, self.live.reply_text)
-        self._chat.set_live_footer(self.live.footer)
+        live = self.live
+        assert live is not None, "callers check that a turn is live"
+        self._chat.start_live_turn(None, live.reply_text)
+        self._chat.set_live_footer(live.footer)
 
     def _shows_live(self) -> bool:
         live = self.live
@@ -337,8 +339,9 @@ class TurnController(QObject):
     def _on_worker_prefill_progressed(
         self, conversation_id: int, done: int, total: int
     ) -> None:
-        if total and self.live_conversation_id == conversation_id:
-            self.live.waiting = False
+        live = self.live
+        if total and live is not None and live.conversation_id == conversation_id:
+            live.waiting = False
             self.set_footer(f"Reading the prompt… {100 * done // total}%")
 
     def _on_worker_trim_started(self, conversation_id: int, event) -> None:

@@ -48,7 +48,9 @@ class _Session:
 
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        self.app = QApplication.instance() or QApplication(["swapless"])
+        app = QApplication.instance() or QApplication(["swapless"])
+        assert isinstance(app, QApplication), "the window needs a QApplication"
+        self.app = app
         self.app.setApplicationDisplayName("Swapless")
         from app.core.settings import AppSettings
         from app.core.store import Store
@@ -130,6 +132,7 @@ class _Session:
         window.sampler.blockSignals(True)  # real samples would clear the staged one
         self.pause(800)  # samples already on their way land first
         real = window.sampler.latest or window.memory_gauge.snapshot
+        assert real is not None, "the window shows a snapshot from its first sample"
         available = int(real.total_bytes * STAGED_FREE_FRACTION)
         signals = pressure_signals(available_fraction=STAGED_FREE_FRACTION)
         staged = replace(

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import traceback
+from typing import NoReturn
 
 DEFAULT_SECONDS = 180
 WINDOW_SIZE = (1280, 800)
@@ -248,7 +249,7 @@ class _Soak:
             raise SoakFailure("the memory gauge never painted")
 
 
-def _refused() -> None:
+def _refused() -> NoReturn:
     raise SoakFailure("the window refused to send a message")
 
 

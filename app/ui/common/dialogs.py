@@ -17,7 +17,7 @@ from app.core.files import paths
 
 
 def show_error(
-    parent: QWidget, title: str, message: str, details: str = ""
+    parent: QWidget | None, title: str, message: str, details: str = ""
 ) -> QMessageBox:
     """Open an error box with ``message`` (and optional details); return it."""
     box = QMessageBox(

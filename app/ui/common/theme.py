@@ -42,7 +42,9 @@ def apply_theme(app: QApplication, name: str) -> None:
     hints = app.styleHints()
     if name == "system":
         app.setStyle(str(_original["style"]))
-        app.setPalette(_original["palette"])
+        palette = _original["palette"]
+        assert isinstance(palette, QPalette), "saved by the first call"
+        app.setPalette(palette)
         hints.setColorScheme(Qt.ColorScheme.Unknown)
         return
     app.setStyle("Fusion")

@@ -54,5 +54,7 @@ def park_on_main_thread(worker: QObject) -> None:
     request is lost.
     """
     thread = QThread.currentThread()
-    worker.moveToThread(QCoreApplication.instance().thread())
+    app = QCoreApplication.instance()
+    assert app is not None, "workers exist only while the application does"
+    worker.moveToThread(app.thread())
     thread.quit()

@@ -151,7 +151,8 @@ class ConversationListView(QWidget):
         was_filling, self._filling = self._filling, True
         try:
             item = self._item(conversation_id)
-            self.list.setCurrentItem(item)
+            # Qt takes None (no current item); PySide6's stub leaves it out.
+            self.list.setCurrentItem(item)  # type: ignore[arg-type]
             if item is None:
                 self.list.clearSelection()
         finally:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from app.core.longdoc.plan.plan_words import duration, progress_line
 from app.core.presets.presets import get_preset
@@ -100,7 +100,7 @@ class DocumentController(QObject):
         self._window = window
         self.readings: dict[object, Reading] = {}
         self.file_dialog: QFileDialog | None = None
-        self.error_dialog = None
+        self.error_dialog: QMessageBox | None = None
         self._repaint = Throttle(self._show_card, parent=self)
         worker.plan_ready.connect(self._on_worker_plan_ready)
         worker.plan_failed.connect(self._on_worker_plan_failed)
@@ -194,7 +194,7 @@ class DocumentController(QObject):
     def start(self) -> None:
         """Start the reading whose plan is shown."""
         reading = self.shown()
-        if reading is None or reading.phase != "planned":
+        if reading is None or reading.phase != "planned" or reading.offer is None:
             return
         reading.phase = "running"
         reading.line = reading.offer.plan.line
@@ -204,7 +204,7 @@ class DocumentController(QObject):
     def switch(self) -> None:
         """Plan the shown document the other way (whole ⇄ segments)."""
         reading = self.shown()
-        if reading is None or reading.phase != "planned":
+        if reading is None or reading.phase != "planned" or reading.offer is None:
             return
         other = "whole" if reading.offer.plan.mode == "segments" else "segments"
         reading.phase = "planning"
@@ -332,6 +332,7 @@ class DocumentController(QObject):
                 card.set_notes(reading.notes_title, reading.notes)
 
     def _show_plan(self, reading: Reading) -> None:
+        assert reading.offer is not None, "a plan is shown once it is offered"
         self._card.show_plan(reading.name, *plan_texts(reading.offer))
 
     def _show_progress(self) -> None:

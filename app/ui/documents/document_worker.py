@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -24,6 +25,10 @@ from app.core.cancel import CancelToken
 from app.core.errors import BudgetError, KnownError
 from app.core.presets.presets import Preset
 from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
+
+if TYPE_CHECKING:  # imported on the worker thread, where they are used
+    from app.core.longdoc.plan.planning import RunPlan
+    from app.core.longdoc.reading.reader import DocumentText
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +66,9 @@ class PlanOffer:
     """
 
     request: DocumentRequest
-    document: object
-    plan: object
-    other: object
+    document: DocumentText
+    plan: RunPlan
+    other: RunPlan | str | None
     resumes_at: int = 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.ui.common.dialogs import show_failure
 
@@ -41,7 +41,7 @@ class ModelController(QObject):
         self._is_busy = is_busy
         self._window = window
         self.loading = False
-        self.error_dialog = None
+        self.error_dialog: QMessageBox | None = None
         worker.model_loading_started.connect(self._on_worker_model_loading_started)
         worker.model_loaded.connect(self._on_worker_model_loaded)
         worker.model_load_failed.connect(self._on_worker_model_load_failed)

@@ -232,13 +232,16 @@ class ModelManagerDialog(QDialog):
         )
         if not rows:
             return None
-        path = self.table.item(rows[0].row(), 0).data(PATH_ROLE)
+        item = self.table.item(rows[0].row(), 0)
+        assert item is not None, "every row has its first cell"
+        path = item.data(PATH_ROLE)
         return next((m for m in self._models if str(m.path) == path), None)
 
     def select_path(self, path: str | Path) -> None:
         """Highlight the model at ``path``."""
         for row in range(self.table.rowCount()):
-            if self.table.item(row, 0).data(PATH_ROLE) == str(path):
+            item = self.table.item(row, 0)
+            if item is not None and item.data(PATH_ROLE) == str(path):
                 self.table.selectRow(row)
                 return
 

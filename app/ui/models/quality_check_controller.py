@@ -18,7 +18,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThreadPool, Signal
 
 from app.core.errors import KnownError
-from app.core.quality.events import CancelToken, CellMeasured, QualityProgress
+from app.core.quality.events import (
+    CancelToken,
+    CellMeasured,
+    QualityProgress,
+    QualityReport,
+)
 from app.ui.common.background import TaskSet
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,7 @@ class QualityCheckController(QObject):
         # Written by the relay thread when the check's job ends: what closing the
         # window saves, since the report's delivery to the UI thread never comes then.
         self._ended = threading.Event()
-        self._ended_report = None
+        self._ended_report: QualityReport | None = None
         self.sizes = None
         self.only: list[str] | None = None
         self.last_report = None

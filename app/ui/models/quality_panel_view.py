@@ -188,7 +188,7 @@ class QualityPanelView(QGroupBox):
         """The table as text (tests and screenshots)."""
         return [
             [
-                self.table.item(row, col).text()
+                item.text() if (item := self.table.item(row, col)) is not None else ""
                 for col in range(self.table.columnCount())
             ]
             for row in range(self.table.rowCount())

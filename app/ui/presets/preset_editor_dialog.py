@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from types import SimpleNamespace
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
@@ -118,7 +119,7 @@ class PresetEditorDialog(QDialog):
             value = getattr(preset, name)
             if name == "name" and builtin:
                 value = f"my-{preset.name}"
-            editor = self._editor(name, field.type, value)
+            editor = self._editor(name, str(field.type), value)
             self.editors[name] = editor
             label = LABELS.get(name, name.replace("_", " ").capitalize())
             if isinstance(editor, QCheckBox):
@@ -161,25 +162,25 @@ class PresetEditorDialog(QDialog):
 
     def _editor(self, name: str, kind: str, value) -> QWidget:
         if kind == "bool":
-            editor = QCheckBox()
-            editor.setChecked(bool(value))
-            editor.toggled.connect(self.validate)
-            return editor
+            check = QCheckBox()
+            check.setChecked(bool(value))
+            check.toggled.connect(self.validate)
+            return check
         if name in CHOICES:
-            editor = QComboBox()
+            combo = QComboBox()
             for choice in CHOICES[name]:
-                editor.addItem(str(choice), choice)
-            editor.setCurrentIndex(max(0, editor.findData(value)))
-            editor.currentIndexChanged.connect(self.validate)
-            return editor
+                combo.addItem(str(choice), choice)
+            combo.setCurrentIndex(max(0, combo.findData(value)))
+            combo.currentIndexChanged.connect(self.validate)
+            return combo
         if name == "system_prompt":
-            editor = QPlainTextEdit(str(value))
-            editor.setMaximumHeight(110)
-            editor.textChanged.connect(self.validate)
-            return editor
-        editor = QLineEdit(str(value))
-        editor.textChanged.connect(self.validate)
-        return editor
+            prompt = QPlainTextEdit(str(value))
+            prompt.setMaximumHeight(110)
+            prompt.textChanged.connect(self.validate)
+            return prompt
+        line = QLineEdit(str(value))
+        line.textChanged.connect(self.validate)
+        return line
 
     def set_value(self, name: str, text: str) -> None:
         """Type ``text`` into a field (tests and scripts)."""
@@ -195,9 +196,9 @@ class PresetEditorDialog(QDialog):
 
     def values(self) -> dict:
         """The form as preset values (text left as text where it does not parse)."""
-        data = {}
+        data: dict[str, Any] = {}
         for name, editor in self.editors.items():
-            kind = self._fields[name].type
+            kind = str(self._fields[name].type)
             if isinstance(editor, QCheckBox):
                 data[name] = editor.isChecked()
             elif isinstance(editor, QComboBox):
@@ -205,6 +206,7 @@ class PresetEditorDialog(QDialog):
             elif isinstance(editor, QPlainTextEdit):
                 data[name] = editor.toPlainText()
             else:
+                assert isinstance(editor, QLineEdit), "_editor's only other kind"
                 data[name] = _parse(editor.text(), kind)
         return data
 
@@ -262,7 +264,7 @@ class PresetEditorDialog(QDialog):
         self.error_label.show()
 
     def _on_save_button_clicked(self) -> None:
-        if not self.validate():
+        if not self.validate() or self._preset is None:  # valid: a preset was built
             return
         try:
             save_user_preset(self._preset)

@@ -88,16 +88,19 @@ class PresetPickerController(QObject):
     def _annotate(self, index: int, preset: Preset) -> None:
         """Give one entry its tooltip, and its quality phrase and warning if measured."""
         quality = self.quality_of(preset)
-        measured = quality is not None and quality.measured
+        if quality is not None and not quality.measured:
+            quality = None  # only a measured quality is shown
         tooltip = [preset.description]
-        if measured:
+        if quality is not None:
             tooltip += quality.lines()
             if quality.warning:
                 tooltip.append("Warning: " + quality.warning)
         combo = self._combo
         combo.setItemData(index, "\n".join(tooltip), Qt.ItemDataRole.ToolTipRole)
-        combo.setItemData(index, quality.summary if measured else None, QUALITY_ROLE)
-        warning = quality.warning if measured else None
+        combo.setItemData(
+            index, quality.summary if quality is not None else None, QUALITY_ROLE
+        )
+        warning = quality.warning if quality is not None else None
         combo.setItemData(index, warning, WARNING_ROLE)
         icon = (
             QApplication.style().standardIcon(

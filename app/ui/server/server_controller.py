@@ -12,6 +12,7 @@ package (Starlette, uvicorn) is imported only when the switch is on.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -19,6 +20,9 @@ from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import get_preset
 from app.core.settings import AppSettings
 from app.ui.common.background import TaskSet
+
+if TYPE_CHECKING:  # imported when the server starts
+    from app.server.local_server import LocalServer
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ class ServerController(QObject):
         super().__init__(parent)
         self._worker = worker
         self._settings = settings_controller
-        self._server = None
+        self._server: LocalServer | None = None
         self._tasks = TaskSet(self)
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -105,6 +109,7 @@ class ServerController(QObject):
     def _stop_in_background(self) -> None:
         # Stopping waits for open streams (about 0.2 s): not on the UI thread.
         server, self._server = self._server, None
+        assert server is not None, "called only while one runs"
         self._timer.stop()
         self._tasks.start(lambda _report: server.stop())
         self.status_changed.emit(None)

@@ -10,6 +10,7 @@ palette changes.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication, QWidget
@@ -19,6 +20,9 @@ from app.core.presets.presets import all_presets
 from app.core.settings import AppSettings, save_settings
 from app.ui.common.dialogs import show_error
 from app.ui.common.theme import apply_theme
+
+if TYPE_CHECKING:  # imported when first opened
+    from app.ui.settings.settings_dialog import SettingsDialog
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ class SettingsController(QObject):
         self._settings = settings
         self._worker = worker
         self._window = window
-        self.dialog = None
+        self.dialog: SettingsDialog | None = None
 
     @property
     def settings(self) -> AppSettings:
@@ -50,9 +54,10 @@ class SettingsController(QObject):
         """Open the settings dialog (non-blocking)."""
         from app.ui.settings.settings_dialog import SettingsDialog
 
-        self.dialog = SettingsDialog(self._settings, list(all_presets()), self._window)
-        self.dialog.settings_accepted.connect(self.apply)
-        self.dialog.open()
+        dialog = SettingsDialog(self._settings, list(all_presets()), self._window)
+        self.dialog = dialog
+        dialog.settings_accepted.connect(self.apply)
+        dialog.open()
 
     def apply(self, settings: AppSettings) -> None:
         """Save ``settings`` and use them from now on (a failed save is reported)."""
@@ -62,7 +67,9 @@ class SettingsController(QObject):
             show_error(self._window, "Settings not saved", str(exc))
         previous, self._settings = self._settings, settings
         if settings.theme != previous.theme:
-            apply_theme(QApplication.instance(), settings.theme)
+            app = QApplication.instance()
+            assert isinstance(app, QApplication), "the window runs in a QApplication"
+            apply_theme(app, settings.theme)
         self._worker.apply_settings(settings)
         self.settings_changed.emit(settings, previous)
 

@@ -379,7 +379,7 @@ def summarize(by_context: dict, act: int, seconds: float, pass_keys: int):
 
     result = PartResult()
     verdicts = {}
-    speed = {}
+    speed: dict = {}
     for tokens, schemes in by_context.items():
         uniform4 = schemes["4bit"]
         verdicts[tokens] = {

@@ -218,7 +218,7 @@ def _compare_text(
 ) -> None:
     """Prefill ``cache`` with ``text`` up to the last `SCORED_TOKENS` positions, then
     feed those `TEXT_CHUNK` at a time and add their agreement with ``reference``."""
-    from app.core.engine.quality.quality_scoring import compare_log_probs
+    from app.core.engine.quality.quality_scoring import compare_log_probs, real_item
 
     scored_from = tokens - SCORED_TOKENS
     _prefill(model, cache, text[:scored_from], chunk)
@@ -237,8 +237,8 @@ def _compare_text(
         result.positions += compared.positions
         result.agreed += compared.agreed
         result.kl_sum += compared.kl_sum
-        result.reference_nll += float(ref_nll.item())
-        result.nll += float(got_nll.item())
+        result.reference_nll += real_item(ref_nll)
+        result.nll += real_item(got_nll)
 
 
 def _pass_key_questions(loaded, stream, tokens: int, count: int):

@@ -31,6 +31,7 @@ dense keys and values, every part dequantized and concatenated, for mlx-lm's att
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
@@ -41,6 +42,7 @@ from app.core.engine.cpu.quantized_products import (
     DENSE,
     KVPart,
     TieredKV,
+    dequantized,
     hadamard,
     packed,
 )
@@ -118,7 +120,7 @@ class _TierStore:
             return 0
         return sum(p.nbytes for p in [*_as_parts(self.keys), *_as_parts(self.values)])
 
-    def encode(self, keys: mx.array, values: mx.array):
+    def encode(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
         """Dense keys (already in this tier's basis) and values as this tier stores them."""
         if not self.tier.quantized:
             return keys, values
@@ -134,12 +136,8 @@ class _TierStore:
             return keys, values
         group = self.group_size
         return (
-            mx.dequantize(*keys, group_size=group, bits=self.tier.key_bits).astype(
-                dtype
-            ),
-            mx.dequantize(*values, group_size=group, bits=self.tier.value_bits).astype(
-                dtype
-            ),
+            dequantized(keys, group, self.tier.key_bits).astype(dtype),
+            dequantized(values, group, self.tier.value_bits).astype(dtype),
         )
 
     def append(self, keys, values, block: int, tight: bool = False) -> None:
@@ -228,7 +226,7 @@ class AgedKVCache(_BaseCache):
         self.offset = gap
         self.gap = gap
         self.dense_fetch = dense_fetch
-        self.dtype = None
+        self.dtype: mx.Dtype | None = None
         self.key_dim = 0
 
     @classmethod
@@ -283,6 +281,11 @@ class AgedKVCache(_BaseCache):
             return None
         return hadamard(self.key_dim)
 
+    def _key_rotation(self) -> mx.array:
+        rotation = self.rotation
+        assert rotation is not None, "a rotated tier is only written after a key"
+        return rotation
+
     # -- growing -----------------------------------------------------------------------
 
     def update_and_fetch(self, keys: mx.array, values: mx.array):
@@ -302,7 +305,7 @@ class AgedKVCache(_BaseCache):
         """
         store = self.tiers[0]
         if store.rotated:
-            keys = keys @ self.rotation.astype(keys.dtype)
+            keys = keys @ self._key_rotation().astype(keys.dtype)
         store.append(*store.encode(keys, values), self.aging.block_tokens)
 
     def age(self) -> int:
@@ -315,6 +318,7 @@ class AgedKVCache(_BaseCache):
         moved = 0
         for newer, older in zip(self.tiers, self.tiers[1:], strict=False):
             size = newer.tier.size
+            assert size is not None, "only the floor tier is unbounded, and it is last"
             if newer.count < size + block:
                 continue
             count = (newer.count - size) // block * block
@@ -327,7 +331,7 @@ class AgedKVCache(_BaseCache):
         """Append entries stored by ``source`` to the lower tier ``target``."""
         keys, values = source.decode(keys, values, self.dtype)
         if target.rotated and not source.rotated:
-            keys = keys @ self.rotation.astype(keys.dtype)
+            keys = keys @ self._key_rotation().astype(keys.dtype)
         target.append(*target.encode(keys, values), self.aging.block_tokens)
 
     def fetch(self):
@@ -461,7 +465,7 @@ class AgedKVCache(_BaseCache):
     def state(self, v):
         spec, group, offset, gap, key_dim, dtype = v[:6]
         held = v[6] if len(v) > 6 else {}
-        self.__init__(KVAging.from_spec(spec), int(group))
+        type(self).__init__(self, KVAging.from_spec(spec), int(group))
         self.offset, self.gap, self.key_dim = int(offset), int(gap), int(key_dim)
         self.dtype = getattr(mx, dtype) if dtype else None
         block = self.aging.block_tokens

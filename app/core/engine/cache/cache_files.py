@@ -11,6 +11,8 @@ mlx-lm can read it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
 from mlx.utils import tree_unflatten
 from mlx_lm.models import cache as mlx_lm_cache
@@ -29,7 +31,10 @@ def load_cache_file(path: str) -> tuple[list, dict]:
         KeyError: An entry of a class neither mlx-lm nor Swapless knows.
         ValueError: A scalar of an unknown kind (not a prompt-cache file).
     """
-    arrays, raw_metadata = mx.load(path, return_metadata=True)
+    loaded = mx.load(path, return_metadata=True)
+    assert isinstance(loaded, tuple), "return_metadata=True gives (arrays, metadata)"
+    arrays: dict[str, Any] = loaded[0]
+    raw_metadata = loaded[1]
     metadata, classes, scalars = tree_unflatten(list(raw_metadata.items()))
     for position, kind in scalars[1:]:
         array = arrays[position]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -39,6 +40,7 @@ from mlx_lm.models.cache import (
 from app.core.budget.layers import LayerKind
 from app.core.engine.cache.aged_cache import AgedKVCache
 from app.core.engine.cache.shifted_cache import ShiftedKVCache, ShiftedQuantizedKVCache
+from app.core.engine.cpu.quantized_products import dequantized
 from app.core.engine.events import LayerGroup
 from app.core.presets.generation_settings import KVSettings
 
@@ -103,8 +105,8 @@ class DenseViewQuantizedKVCache(_BaseCache):
         q_keys, q_values = self.store.update_and_fetch(keys, values)
         group, bits = self.quant_group_size, self.quant_bits
         return (
-            mx.dequantize(*q_keys, group_size=group, bits=bits).astype(dtype),
-            mx.dequantize(*q_values, group_size=group, bits=bits).astype(dtype),
+            dequantized(q_keys, group, bits).astype(dtype),
+            dequantized(q_values, group, bits).astype(dtype),
         )
 
     @property
@@ -224,8 +226,9 @@ def quantize_growing_layers(
             continue
         quantized = layer.to_quantized(group_size=kv.group_size, bits=kv.bits)
         if index in dense_view:
-            quantized = DenseViewQuantizedKVCache.wrapping(quantized)
-        layers[index] = quantized
+            layers[index] = DenseViewQuantizedKVCache.wrapping(quantized)
+        else:
+            layers[index] = quantized
 
 
 def dense_view_indices(model: nn.Module, layers: list) -> frozenset[int]:
@@ -265,7 +268,7 @@ def full_attention_head_dims(model: nn.Module, layers: list) -> list[int]:
 def _find_attribute(model: nn.Module, name: str):
     """``name`` on the model or the inner text model (VLM wrappers nest it)."""
     for path in ("", "model", "language_model", "language_model.model"):
-        target = model
+        target: object | None = model
         for part in filter(None, path.split(".")):
             target = getattr(target, part, None)
         value = getattr(target, name, None) if target is not None else None
@@ -286,6 +289,7 @@ def sliced_copy(layer, length: int):
     if isinstance(layer, DenseViewQuantizedKVCache):
         layer = layer.store
     keys, values = (tree_copy(x, length) for x in (layer.keys, layer.values))
+    twin: QuantizedKVCache | KVCache
     if isinstance(layer, QuantizedKVCache):
         twin = QuantizedKVCache(group_size=layer.group_size, bits=layer.bits)
     else:
@@ -352,9 +356,9 @@ def restore(saved: tuple):
         layer.state = (_copy(keys), _copy(values), offset, keep, max_size, idx)
         return layer
     _, arrays, left_padding, lengths = saved
-    layer = ArraysCache(len(arrays))
-    layer.state = ([_copy(a) for a in arrays], left_padding, lengths)
-    return layer
+    arrays_layer = ArraysCache(len(arrays))
+    arrays_layer.state = ([_copy(a) for a in arrays], left_padding, lengths)
+    return arrays_layer
 
 
 def snapshot_nbytes(saved: tuple) -> int:
@@ -395,9 +399,9 @@ def layer_groups(layers: list) -> tuple[LayerGroup, ...]:
         groups[(kind, bits, group, _dtype(layer))].append(layer)
     result = []
     for (kind, bits, group, dtype), members in groups.items():
-        tokens = None
+        held: int | None = None
         if kind != LayerKind.STATE.value:
-            tokens = max(_tokens_held(layer) for layer in members)
+            held = max(_tokens_held(layer) for layer in members)
         result.append(
             LayerGroup(
                 kind=kind,
@@ -406,7 +410,7 @@ def layer_groups(layers: list) -> tuple[LayerGroup, ...]:
                 group_size=group,
                 dtype=dtype,
                 nbytes=sum(0 if layer.empty() else layer.nbytes for layer in members),
-                tokens=tokens,
+                tokens=held,
             )
         )
     for (name, key_bits, value_bits, group), members in tiers.items():
@@ -438,9 +442,10 @@ def _dtype(layer) -> str:
         return ""
     if isinstance(layer, AgedKVCache):
         return "" if layer.dtype is None else str(layer.dtype).removeprefix("mlx.core.")
-    arrays = []
+    arrays: list[mx.array] = []
     if isinstance(layer, ArraysCache):
-        arrays = [a for a in layer.cache if a is not None]
+        entries: list[Any] = layer.cache  # mlx-lm's type is its initial [None, ...]
+        arrays = [a for a in entries if a is not None]
     else:
         keys = getattr(layer, "keys", None)
         if isinstance(keys, tuple | list):

@@ -108,6 +108,7 @@ class CacheRegistry:
         freed = 0
         while len(self._caches) > 1:
             cache = self.forget(next(iter(self._caches)))
+            assert cache is not None, "the key came from the registry itself"
             freed += cache.resident_bytes
         return freed
 

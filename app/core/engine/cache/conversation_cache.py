@@ -383,6 +383,7 @@ class ConversationCache:
         result = []
         for index, layer in enumerate(self.layers):
             if is_bounded(layer):
+                assert saved is not None, "bounded layers returned early without one"
                 result.append(cache_layers.restore(saved.snapshots[index]))
             else:
                 result.append(cache_layers.sliced_copy(layer, length))

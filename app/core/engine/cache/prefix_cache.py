@@ -210,7 +210,7 @@ class PrefixCache:
                 stale = not model_exists(
                     metadata.get("model_folder", ""), metadata.get("model_identity", "")
                 )
-            if stale:
+            if stale or metadata is None:
                 path.unlink(missing_ok=True)
                 removed += 1
                 continue

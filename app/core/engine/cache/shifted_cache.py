@@ -18,6 +18,7 @@ class _StoredIndexMixin:
     """Runs the parent's storage logic with ``offset`` temporarily at the stored length."""
 
     gap: int = 0
+    offset: int  # the parent cache's
 
     @property
     def stored(self) -> int:
@@ -38,11 +39,14 @@ class _StoredIndexMixin:
             self.offset += self.gap
             self._in_storage_view = False
 
+    # super() is the cache class the mixin precedes (KVCache or QuantizedKVCache),
+    # which mypy cannot see from the mixin alone.
     def update_and_fetch(self, keys, values):
-        return self._storage_view(super().update_and_fetch, keys, values)
+        method = super().update_and_fetch  # type: ignore[misc]
+        return self._storage_view(method, keys, values)
 
     def keys_and_values(self):
-        return self._storage_view(super().keys_and_values)
+        return self._storage_view(super().keys_and_values)  # type: ignore[misc]
 
     def size(self):
         return self.stored
@@ -105,6 +109,7 @@ def shifted(layer, gap: int):
         layer: A `KVCache`, `QuantizedKVCache` or shifted cache.
         gap: The new gap between position and stored length.
     """
+    twin: ShiftedQuantizedKVCache | ShiftedKVCache
     if isinstance(layer, QuantizedKVCache):
         twin = ShiftedQuantizedKVCache(
             group_size=layer.group_size, bits=layer.bits, gap=gap

@@ -57,12 +57,16 @@ def adapt_model(model: nn.Module) -> nn.Module:
 
 def parameter_bytes(model: nn.Module) -> int:
     """Return the bytes held by the model's parameters."""
-    return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    flat = tree_flatten(model.parameters())
+    assert isinstance(flat, list), "tree_flatten returns a dict only into a dict"
+    return sum(v.nbytes for _, v in flat)
 
 
 def activation_dtype_name(model: nn.Module) -> str:
     """Return the dtype of the model's first floating-point parameter."""
-    for _, value in tree_flatten(model.parameters()):
+    flat = tree_flatten(model.parameters())
+    assert isinstance(flat, list), "tree_flatten returns a dict only into a dict"
+    for _, value in flat:
         if mx.issubdtype(value.dtype, mx.floating):
             return str(value.dtype).removeprefix("mlx.core.")
     return "float32"

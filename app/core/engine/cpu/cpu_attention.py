@@ -264,11 +264,11 @@ def tiered_attention(queries: mx.array, tiered: TieredKV, scale: float, mask):
     heads = queries.shape[1]
     kv_heads = packed(tiered.parts[0].keys).shape[1]
     folded = _fold_heads(queries * scale, kv_heads)
-    scores = [part_scores(folded, part) for part in tiered.parts]
-    scores = scores[0] if len(scores) == 1 else mx.concatenate(scores, axis=-1)
+    by_part = [part_scores(folded, part) for part in tiered.parts]
+    scores = by_part[0] if len(by_part) == 1 else mx.concatenate(by_part, axis=-1)
     scores = _masked_scores(scores, mask, heads, 1, scores.shape[-1])
     weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
-    out = None
+    out: mx.array | None = None
     start = 0
     for part in tiered.parts:
         stop = start + part.length
@@ -276,6 +276,7 @@ def tiered_attention(queries: mx.array, tiered: TieredKV, scale: float, mask):
         product = part_values(share, part)
         out = product if out is None else out + product
         start = stop
+    assert out is not None, "a tiered cache has at least one part"
     return _unfold_heads(out / sums, heads)
 
 
@@ -342,7 +343,7 @@ def install() -> int:
             continue
         current = getattr(module, "scaled_dot_product_attention", None)
         if current is _MLX_LM_SDPA or current is scaled_dot_product_attention:
-            module.scaled_dot_product_attention = scaled_dot_product_attention
+            vars(module)["scaled_dot_product_attention"] = scaled_dot_product_attention
             routed += 1
     return routed
 
@@ -355,7 +356,7 @@ def uninstall() -> None:
         if getattr(module, "scaled_dot_product_attention", None) is (
             scaled_dot_product_attention
         ):
-            module.scaled_dot_product_attention = _MLX_LM_SDPA
+            vars(module)["scaled_dot_product_attention"] = _MLX_LM_SDPA
 
 
 def installed() -> bool:

@@ -55,21 +55,21 @@ class KVPart:
 
     def dense_keys(self, dtype) -> mx.array:
         """The keys in the model's own basis, at ``dtype``."""
-        keys = self.keys
         if self.key_bits != DENSE:
-            keys = mx.dequantize(*keys, group_size=self.group_size, bits=self.key_bits)
+            keys = dequantized(self.keys, self.group_size, self.key_bits)
+        else:
+            keys = dense(self.keys)
         if self.rotation is not None:
             keys = keys @ self.rotation.T.astype(keys.dtype)
         return keys.astype(dtype)
 
     def dense_values(self, dtype) -> mx.array:
         """The values at ``dtype``."""
-        values = self.values
         if self.value_bits != DENSE:
-            values = mx.dequantize(
-                *values, group_size=self.group_size, bits=self.value_bits
+            return dequantized(self.values, self.group_size, self.value_bits).astype(
+                dtype
             )
-        return values.astype(dtype)
+        return dense(self.values).astype(dtype)
 
 
 class TieredKV:
@@ -106,6 +106,24 @@ def packed(x) -> mx.array:
     """The array whose shape tells the tokens: ``x`` itself, or a quantized triple's
     packed weights (``mx.quantize`` returns a list)."""
     return x[0] if isinstance(x, tuple | list) else x
+
+
+def dense(x: mx.array | tuple | list) -> mx.array:
+    """A dense part's keys or values: one array."""
+    assert isinstance(x, mx.array), "a part stored at the activation dtype is one array"
+    return x
+
+
+def triple(x: mx.array | tuple | list) -> tuple[mx.array, mx.array, mx.array]:
+    """A quantized part's (packed weights, scales, biases), as ``mx.quantize`` made."""
+    weights, scales, biases = x
+    return weights, scales, biases
+
+
+def dequantized(x: mx.array | tuple | list, group_size: int, bits: int) -> mx.array:
+    """``mx.dequantize`` of a quantized (weights, scales, biases) triple."""
+    weights, scales, biases = triple(x)
+    return mx.dequantize(weights, scales, biases, group_size=group_size, bits=bits)
 
 
 @lru_cache(maxsize=8)
@@ -176,8 +194,15 @@ def quantized_scores(
         ``(B, H_kv, R, T)`` scores.
     """
     if bits not in UNPACKABLE_BITS:
+        weights, scales, biases = q_keys
         return mx.quantized_matmul(
-            folded, *q_keys, transpose=True, group_size=group_size, bits=bits
+            folded,
+            weights,
+            scales,
+            biases,
+            transpose=True,
+            group_size=group_size,
+            bits=bits,
         )
     batch, kv_heads, _, groups = q_keys[1].shape
     rows, dim = folded.shape[2], folded.shape[3]
@@ -210,8 +235,15 @@ def quantized_values(
         ``(B, H_kv, R, D_v)``.
     """
     if bits not in UNPACKABLE_BITS:
+        packed_values, scales, biases = q_values
         return mx.quantized_matmul(
-            weights, *q_values, transpose=False, group_size=group_size, bits=bits
+            weights,
+            packed_values,
+            scales,
+            biases,
+            transpose=False,
+            group_size=group_size,
+            bits=bits,
         )
     batch, kv_heads, rows, _ = weights.shape
     value_scales = q_values[1].transpose(0, 1, 3, 2)[:, :, :, None, :]
@@ -232,12 +264,14 @@ def part_scores(folded: mx.array, part: KVPart) -> mx.array:
     if part.rotation is not None:
         folded = folded @ part.rotation.astype(folded.dtype)
     if part.key_bits == DENSE:
-        return folded @ part.keys.swapaxes(-1, -2)
-    return quantized_scores(folded, part.keys, part.key_bits, part.group_size)
+        return folded @ dense(part.keys).swapaxes(-1, -2)
+    return quantized_scores(folded, triple(part.keys), part.key_bits, part.group_size)
 
 
 def part_values(weights: mx.array, part: KVPart) -> mx.array:
     """Weighted values of one part, for that part's slice of the weights."""
     if part.value_bits == DENSE:
-        return weights @ part.values
-    return quantized_values(weights, part.values, part.value_bits, part.group_size)
+        return weights @ dense(part.values)
+    return quantized_values(
+        weights, triple(part.values), part.value_bits, part.group_size
+    )

@@ -133,8 +133,9 @@ class _Check:
         """Text positions per forward pass of a KV cell: an aged cache's tiers age
         between passes, so its passes are at most one aging block (a longer pass would
         read more of its own tokens exact than the preset keeps)."""
-        if cell.aging:
-            return min(self.chunk, cell.kv_settings.aging.block_tokens)
+        aging = cell.kv_settings.aging if cell.aging else None
+        if aging is not None:
+            return min(self.chunk, aging.block_tokens)
         return self.chunk
 
     # -- progress ---------------------------------------------------------------------

@@ -122,7 +122,10 @@ def choose_mode(
         )
     memory_limit = f"{COMFORT_SHARE:.0%} of the safe limit of {safe} tokens"
     preset_limit = f"the preset's max_context of {max_context:,}"
-    fits_memory = safe is None or needs.whole_tokens <= max_safe_context * COMFORT_SHARE
+    fits_memory = (
+        max_safe_context is None
+        or needs.whole_tokens <= max_safe_context * COMFORT_SHARE
+    )
     fits_preset = needs.whole_tokens <= max_context
     fits_time = whole_seconds is None or whole_seconds <= WHOLE_COMFORT_SECONDS
     time_limit = (

@@ -155,6 +155,7 @@ def estimate_seconds(plan: RunPlan, mode: str, first_segment: int = 0) -> float:
     at their longest (a model that stops early finishes sooner).
     """
     speed = plan.speed
+    assert speed is not None, "called only for plans with a measured speed"
     prefix = len(plan.prompts.prefix)
     notes, answer = plan.notes_tokens, plan.answer_tokens
     if mode == "whole":

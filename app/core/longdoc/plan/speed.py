@@ -43,8 +43,9 @@ MIN_DECODE_SAMPLE_TOKENS = 4
 class PrefillSample:
     """Prompt tokens computed from one context length to another, and how long it took."""
 
-    start: int
-    end: int
+    # Token positions; floats when read back from the speed record's JSON.
+    start: float
+    end: float
     seconds: float
 
 
@@ -52,7 +53,7 @@ class PrefillSample:
 class DecodeSample:
     """Decode speed measured at a context length."""
 
-    context: int
+    context: float  # a token position (a float when read back from JSON)
     tokens_per_s: float
 
 
@@ -138,7 +139,9 @@ def fit_speed(
     return SpeedModel(a, b, c0, d, len(rows) + len(decode_rows))
 
 
-def _fit_non_negative(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+def _fit_non_negative(
+    rows: Sequence[tuple[float, float, float]],
+) -> tuple[float, float]:
     """Least squares of ``y ≈ p·x1 + q·x2`` with p, q ≥ 0, each row weighted by 1/y.
 
     Weighting by 1/y fits relative errors, so one long measurement does not drown the

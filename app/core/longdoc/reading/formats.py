@@ -69,8 +69,8 @@ def detect_kind(path: Path, head: bytes) -> str:
     for magic, what in _MAGIC:
         if head.startswith(magic):
             raise _refusal(path, what)
-    if what := _kind_of_suffix(suffix):
-        raise _refusal(path, what)
+    if kind := _kind_of_suffix(suffix):
+        raise _refusal(path, kind)
     if suffix == ".pdf":
         raise InputError(f"{path} is named .pdf but is not a PDF file.")
     if suffix == ".docx":

@@ -144,7 +144,9 @@ def initialise(model: nn.Module, seed: int) -> None:
     rng = np.random.default_rng(seed)
     hand_built = circuit_weights(rng)
     parameters = []
-    for name, value in sorted(tree_flatten(model.parameters()), key=lambda kv: kv[0]):
+    flat = tree_flatten(model.parameters())
+    assert isinstance(flat, list), "tree_flatten returns a dict only into a dict"
+    for name, value in sorted(flat, key=lambda kv: kv[0]):
         if name in hand_built:
             array = hand_built[name]
         elif name.endswith("norm.weight"):

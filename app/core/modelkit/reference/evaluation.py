@@ -115,7 +115,9 @@ def text_perplexity(
         x = mx.array(window)[None]
         logits = model(x[:, :-1]).astype(mx.float32)
         loss = nn.losses.cross_entropy(logits, x[:, 1:], reduction="sum")
-        nll += float(loss.item())
+        item = loss.item()
+        assert not isinstance(item, complex), "a cross-entropy sum is real"
+        nll += float(item)
         count += length
     scored = np.concatenate([w[1:] for w in windows]) if windows else np.zeros(0, int)
     return math.exp(nll / max(count, 1)), count, scored
@@ -208,6 +210,7 @@ def _token_accuracy(loaded, chat, tasks) -> float:
         ids = question.lead_ids + question.answer_ids
         logits = loaded.model(mx.array(ids[:-1])[None])[0, len(question.lead_ids) - 1 :]
         predicted = mx.argmax(logits, axis=-1).tolist()
+        assert isinstance(predicted, list), "argmax over a row of positions"
         right = sum(p == a for p, a in zip(predicted, question.answer_ids, strict=True))
         shares.append(right / len(question.answer_ids))
     return sum(shares) / len(shares) if shares else 0.0

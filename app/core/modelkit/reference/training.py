@@ -238,4 +238,6 @@ def train(
 
 def parameter_count(model: nn.Module) -> int:
     """Number of scalar parameters."""
-    return sum(v.size for _, v in tree_flatten(model.parameters()))
+    flat = tree_flatten(model.parameters())
+    assert isinstance(flat, list), "tree_flatten returns a dict only into a dict"
+    return sum(v.size for _, v in flat)

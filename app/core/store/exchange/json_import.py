@@ -24,7 +24,7 @@ from typing import Any
 
 from app.core.errors import InputError
 from app.core.presets.presets import repaired_preset
-from app.core.store.base import StoreBase
+from app.core.store.base import StoreBase, inserted_id
 from app.core.store.exchange.export import (
     CONVERSATION_FIELDS,
     DOCUMENT_FIELDS,
@@ -109,15 +109,13 @@ class ImportMixin(StoreBase):
 
     def _insert_export(self, export: dict[str, Any], conversation: dict) -> int:
         with self._writing() as db:
-            conversation_id = (
-                db["conversations"]
-                .insert(
+            conversation_id = inserted_id(
+                db.table("conversations").insert(
                     {
                         **pick(conversation, CONVERSATION_FIELDS),
                         "settings": json.dumps(conversation.get("settings") or {}),
                     }
                 )
-                .last_pk
             )
             message_ids = []
             for message in export["messages"]:
@@ -128,18 +126,18 @@ class ImportMixin(StoreBase):
                 }
                 if row["state"] == "generating":
                     row["state"] = "interrupted"
-                message_ids.append(db["messages"].insert(row).last_pk)
+                message_ids.append(inserted_id(db.table("messages").insert(row)))
             summary_ids = [
-                db["summaries"]
-                .insert(
-                    {
-                        **pick(summary, SUMMARY_FIELDS),
-                        "conversation_id": conversation_id,
-                        "first_message_id": message_ids[summary["first_message"]],
-                        "last_message_id": message_ids[summary["last_message"]],
-                    }
+                inserted_id(
+                    db.table("summaries").insert(
+                        {
+                            **pick(summary, SUMMARY_FIELDS),
+                            "conversation_id": conversation_id,
+                            "first_message_id": message_ids[summary["first_message"]],
+                            "last_message_id": message_ids[summary["last_message"]],
+                        }
+                    )
                 )
-                .last_pk
                 for summary in export["summaries"]
             ]
             # Links are set once every summary exists, as they may point forward.
@@ -147,7 +145,7 @@ class ImportMixin(StoreBase):
                 summary_ids, export["summaries"], strict=True
             ):
                 if summary.get("superseded_by") is not None:
-                    db["summaries"].update(
+                    db.table("summaries").update(
                         summary_id,
                         {"superseded_by": summary_ids[summary["superseded_by"]]},
                     )
@@ -155,7 +153,7 @@ class ImportMixin(StoreBase):
                 message_ids, export["messages"], strict=True
             ):
                 if message.get("summary") is not None:
-                    db["messages"].update(
+                    db.table("messages").update(
                         message_id, {"summary_id": summary_ids[message["summary"]]}
                     )
             for document in export["documents"]:
@@ -165,9 +163,9 @@ class ImportMixin(StoreBase):
                 }
                 if row["status"] == "reading":
                     row["status"] = "interrupted"
-                document_id = db["documents"].insert(row).last_pk
+                document_id = inserted_id(db.table("documents").insert(row))
                 for segment in document.get("segments") or []:
-                    db["document_segments"].insert(
+                    db.table("document_segments").insert(
                         {**pick(segment, SEGMENT_FIELDS), "document_id": document_id}
                     )
             return conversation_id
