@@ -179,6 +179,10 @@ def _run_desktop_or_chat(argv: list[str], model: str | None = None) -> int:
             file=sys.stderr,
         )
         return main(["chat", *argv])
+    blocker = _window_blocker()
+    if blocker is not None:
+        print(f"swapless: {blocker}; starting the terminal chat.", file=sys.stderr)
+        return main(["chat", *argv])
     try:
         from app.ui.application import run_app
     except ImportError as exc:  # the window code is missing from this build
@@ -204,6 +208,15 @@ def _without_option(argv: list[str], option: str) -> list[str]:
         elif not word.startswith(f"{option}="):
             kept.append(word)
     return kept
+
+
+def _window_blocker() -> str | None:
+    """Why Qt would abort instead of opening the window (missing xcb libraries), if so."""
+    try:
+        from app.ui.platform_libs import window_blocker
+    except ImportError:  # the window code is missing from this build
+        return None
+    return window_blocker()
 
 
 def _has_display() -> bool:
