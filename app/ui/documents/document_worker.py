@@ -29,6 +29,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+# A refusal in the window names the window's controls, not the command's options
+# (`app.core.longdoc.plan.mode.Controls`; long-document mode is imported when used).
+APP_CONTROL_NAMES = {
+    "segments": "Read in segments on the card",
+    "segment_tokens": "Segment size in Edit preset…",
+    "notes_tokens": "Summary length in Edit preset…",
+    "max_tokens": "Reply length in Edit preset…",
+}
+
 class DocumentRequest:
     """What the user asked to read.
 
@@ -138,6 +147,7 @@ class DocumentWorker(QObject):
 
     def _runner(self, preset: Preset, token: CancelToken):
         from app.core.longdoc import LongDocumentRunner
+        from app.core.longdoc.plan.mode import Controls
 
         return LongDocumentRunner(
             self.engine,
@@ -145,6 +155,7 @@ class DocumentWorker(QObject):
             preset,
             budget_settings=self.settings.budget(),
             cancel=token,
+            controls=Controls(**APP_CONTROL_NAMES),
         )
 
     @Slot(object, object)
