@@ -28,7 +28,6 @@ from app.ui.common.worker_support import WorkerError, park_on_main_thread, worke
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
 # A refusal in the window names the window's controls, not the command's options
 # (`app.core.longdoc.plan.mode.Controls`; long-document mode is imported when used).
 APP_CONTROL_NAMES = {
@@ -38,6 +37,8 @@ APP_CONTROL_NAMES = {
     "max_tokens": "Reply length in Edit preset…",
 }
 
+
+@dataclass(frozen=True)
 class DocumentRequest:
     """What the user asked to read.
 
