@@ -68,7 +68,8 @@ def test_every_built_in_preset_reads_a_long_document_with_the_reference_model(
 ):
     preset = get_preset(name)
     assert engine.trained_context() == TRAINED
-    plan = _runner(engine, store, preset).plan(_document(30_000), mode="segments")
+    # "auto", as the app and the command read by default.
+    plan = _runner(engine, store, preset).plan(_document(30_000))
     assert plan.mode == "segments" and len(plan.segments) > 1
     # Every step (prompt, notes, segment, new notes) stays inside the trained context.
     assert plan.choice.context_tokens <= TRAINED

@@ -121,7 +121,8 @@ def choose_mode(
         max_safe_context: Longest context inside the memory budget at this KV
             precision, or None when memory does not limit it.
         max_context: The preset's context limit.
-        segmenting: The preset allows segments (``auto`` never picks them otherwise).
+        segmenting: The preset prefers segments when a whole read is not comfortable
+            (without it, ``auto`` picks them only when a whole read cannot fit).
         kv_bits: KV precision, for the explanation.
         kv_bytes: Returns the KV bytes at a number of tokens, for the explanation.
         whole_seconds: Predicted wall time of a whole read on this machine, or None
@@ -154,6 +155,22 @@ def choose_mode(
         f"tokens of context ({_mib(kv_bytes(needs.segment_context))} of "
         f"{kv_bits}-bit KV) whatever the document's length"
     )
+    too_long = max_safe_context is not None and needs.whole_tokens > max_safe_context
+    if requested == "auto" and not segmenting and too_long:
+        # The preset prefers whole reads, but this one cannot be: segments can.
+        _require_fit(
+            needs.segment_context,
+            limit,
+            "One segment",
+            segments,
+            _segment_advice(controls, limit),
+        )
+        return ModeChoice(
+            "segments",
+            f"Segments (the preset reads whole when it can): {whole}, more than "
+            f"{limit.name}; {segments}.",
+            needs.segment_context,
+        )
     if requested == "whole" or (requested == "auto" and not segmenting):
         _require_fit(
             needs.whole_tokens,
