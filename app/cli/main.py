@@ -9,6 +9,7 @@ disk) becomes one line on stderr and exit code 2; a reader that closes the outpu
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -111,9 +112,33 @@ def _command_in(argv: list[str]) -> str | None:
     return None
 
 
+class _TokenizerLengthFilter(logging.Filter):
+    """Drops transformers' "sequence length is longer than the maximum" warning.
+
+    Swapless counts whole documents on purpose (to plan their segments) and checks
+    every prompt against the model's trained context before it runs, so the warning
+    ("will result in indexing errors") is never true here; it only alarmed users on
+    every ``summarize``, under ``serve`` and in the app's terminal.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token indices sequence length")
+
+
+TOKENIZER_LOGGER = "transformers.tokenization_utils_base"
+
+
+def quiet_tokenizer_length_warning() -> None:
+    """Install `_TokenizerLengthFilter` once (before or after transformers loads)."""
+    logger = logging.getLogger(TOKENIZER_LOGGER)
+    if not any(isinstance(f, _TokenizerLengthFilter) for f in logger.filters):
+        logger.addFilter(_TokenizerLengthFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_tokenizer_length_warning()
     blas.reexec_with_openblas(argv)
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
