@@ -443,6 +443,7 @@ class LongDocumentRunner:
                     saver.text,
                     segment_texts(document.chunks(), plan.parts),
                     len(plan.parts),
+                    plan.question,
                 )
                 cited = sources_text(sources)
                 if cited:
