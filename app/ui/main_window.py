@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.files import paths
+from app.core.models.model_catalog import reference_model_folder
 from app.core.settings import AppSettings
 from app.ui import window_state
 from app.ui.chat.chat_view import ChatView
@@ -274,6 +275,9 @@ class MainWindow(QMainWindow):
         self.current.opened.connect(self._update_main_view)
         self.welcome_view.models_requested.connect(self.model_picker.open_manager)
         self.welcome_view.demo_requested.connect(models.load_demo)
+        self.welcome_view.reference_requested.connect(
+            lambda: models.load(str(reference_model_folder()))
+        )
         self.toolbar.settings_button.clicked.connect(
             self.settings_controller.open_dialog
         )

@@ -13,6 +13,7 @@ window's lifetime, so a download (or a quality check) goes on while it is hidden
 
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from pathlib import Path
@@ -37,7 +38,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import KnownError
-from app.core.models.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
+from app.core.models.model_catalog import (
+    REFERENCE_EXPLANATION,
+    SOURCE_FOLDER,
+    LocalModel,
+    ModelVerdict,
+)
 from app.core.models.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
 from app.ui.common.background import TaskSet
@@ -196,11 +202,17 @@ class ModelManagerDialog(QDialog):
         self.table.setRowCount(len(models))
         for row, model in enumerate(models):
             marks = ("  (demo)" if model.is_demo else "") + (
+                "  · tiny, answers offline" if model.is_reference else ""
+            )
+            marks += (
                 "  · loaded" if loaded is not None and str(model.path) == loaded else ""
             )
             name = QTableWidgetItem(model.name + marks)
             name.setData(PATH_ROLE, str(model.path))
-            name.setToolTip(str(model.path))
+            tip = str(model.path)
+            if model.is_reference:
+                tip = f"{REFERENCE_EXPLANATION}\n{tip}"
+            name.setToolTip(tip)
             self.table.setItem(row, 0, name)
             self.table.setItem(row, 1, QTableWidgetItem(model.source_label))
             size = QTableWidgetItem(format_bytes(model.size_bytes))
@@ -310,9 +322,10 @@ class ModelManagerDialog(QDialog):
                 "config.json and weight headers: nothing is loaded to find out.</p>"
             )
             return
-        self.details.setHtml(
-            verdict_details(model, self._verdicts.get(str(model.path)))
-        )
+        details = verdict_details(model, self._verdicts.get(str(model.path)))
+        if model.is_reference:
+            details = f"<p>{html.escape(REFERENCE_EXPLANATION)}</p>{details}"
+        self.details.setHtml(details)
 
     def _on_table_item_selection_changed(self) -> None:
         self._update_buttons()

@@ -62,7 +62,9 @@ def test_the_conversation_limit_is_enforced_by_the_engine(tiny_model_dir):
     engine = Engine()
     engine.load(tiny_model_dir)
     messages = [{"role": "user", "content": "word " * 300}]
-    with pytest.raises(BudgetError, match="this conversation's context limit is 256") as e:
+    with pytest.raises(
+        BudgetError, match="this conversation's context limit is 256"
+    ) as e:
         engine.chat(
             "c", messages, KVSettings(), SamplingSettings(max_tokens=8), max_context=256
         ).wait()
