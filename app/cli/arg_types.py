@@ -51,3 +51,11 @@ def count(text: str) -> int:
     if not 0 <= value <= MAX_ID:
         raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
     return value
+
+
+def positive(text: str) -> int:
+    """A number of tokens that must be at least 1 (below 2**63)."""
+    value = _whole_number(text)
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value

@@ -19,8 +19,9 @@ from app.cli import blas
 from app.core.errors import KnownError
 
 EXIT_OK = 0
-EXIT_OUTPUT_CLOSED = 1
-"""The reader of stdout closed it before everything was written (Python's convention)."""
+EXIT_OUTPUT_CLOSED = 0
+"""The reader of stdout closed it before everything was written (``| head``): it had
+what it wanted, so the command succeeded (a pipeline under ``set -o pipefail`` goes on)."""
 EXIT_USAGE = 2
 # An error line is for a person: a library's message can run to megabytes.
 MAX_ERROR_CHARS = 1000
