@@ -54,9 +54,17 @@ STARTED = int(time.time())
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def error_response(error: RequestError | None, headers: dict | None = None) -> Response:
-    """An OpenAI error object with its status (None: a bug, 500)."""
+def error_response(
+    error: RequestError | None, headers: dict | None = None, *, logged: bool = False
+) -> Response:
+    """An OpenAI error object with its status (None: a bug, 500).
+
+    Every refusal is logged once, whichever check made it (authentication, the body,
+    the model name, the queue): ``logged`` says the service already logged it.
+    """
     status = error.status if error is not None else 500
+    if error is not None and not logged:
+        logger.info("request refused (%d): %s", status, error)
     return JSONResponse(error_body(error), status_code=status, headers=headers)
 
 
@@ -356,7 +364,8 @@ class ServerApp:
         known = as_request_error(error)
         if known is None:
             logger.error("chat completion failed", exc_info=error)
-        return error_response(known)
+        # The service logged its own refusals when the request closed.
+        return error_response(known, logged=True)
 
     async def _collect(self, bridge: _Bridge, item, model: str) -> Response:
         while not isinstance(item, Finished):
