@@ -46,7 +46,8 @@ def meter_text(state, streamed: int = 0) -> str:
     approx = "" if state.exact and not streamed else "≈"
     limit = f"{format_count(state.effective_limit)}"
     if state.preset_limit > state.effective_limit:
-        limit += f" (preset {format_count(state.preset_limit)}, less fits this model and device)"
+        # The tooltip says why (the model's trained context or this machine's memory).
+        limit += " (capped)"
     tiers = _tiers(state)
     if tiers:
         held = " · ".join(
@@ -57,9 +58,10 @@ def meter_text(state, streamed: int = 0) -> str:
         bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
         precision = f"at {bits}"
     trims = "1 trim" if state.trims == 1 else f"{state.trims} trims"
+    # "chat KV": this conversation's cache, where the memory gauge counts every one.
     return (
-        f"{approx}{format_count(tokens)} / {limit} tokens · KV "
-        f"{format_bytes(state.kv_bytes)} {precision} · {trims}"
+        f"{approx}{format_count(tokens)} / {limit} tokens · chat KV "
+        f"{approx}{format_bytes(state.kv_bytes)} {precision} · {trims}"
     )
 
 
@@ -166,6 +168,12 @@ class ContextMeterView(QWidget):
         self.bar.setMaximumWidth(160)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel(NO_MODEL)
+        # Room for "≈1,234 / 4,096 tokens · chat KV …" however the row is shared.
+        self.text_label.setMinimumWidth(
+            self.text_label.fontMetrics().horizontalAdvance(
+                "≈12,345 / 32,768 tokens · chat KV"
+            )
+        )
         layout.addWidget(self.text_label)
 
     def set_state(self, state, note: str = "") -> None:

@@ -195,6 +195,12 @@ class MemoryGaugeView(QWidget):
         self.bar = _MemoryBar(self)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel("sampling…")
+        # Room for "■ model 4.2 GiB ■ all KV 300 MiB" whatever else the row holds.
+        self.text_label.setMinimumWidth(
+            self.text_label.fontMetrics().horizontalAdvance(
+                "■ model 14.0 GiB ■ all KV 300.0 MiB"
+            )
+        )
         layout.addWidget(self.text_label)
         self.sparkline = _Sparkline(self)
         layout.addWidget(self.sparkline)
@@ -227,19 +233,19 @@ class MemoryGaugeView(QWidget):
             self.samples += 1
             used = 1 - snapshot.available_fraction
             self.sparkline.values.append(min(max(used, 0.0), 1.0))
-        swap = format_bytes(snapshot.swap_used) if snapshot.swap_total else "none"
+        # The total and an unused swap are in the tooltip: the line keeps what changes.
+        swap = (
+            f"swap {format_bytes(snapshot.swap_used)} · " if snapshot.swap_used else ""
+        )
         parts: list[tuple[str, str | None]] = []
-        for key, name in (("weights", "model"), ("kv", "KV"), ("other", "other")):
+        # "all KV": every cache in memory (the context meter shows one chat's).
+        for key, name in (("weights", "model"), ("kv", "all KV"), ("other", "other")):
             parts += [
                 ("■", SEGMENT_COLOURS[key]),
                 (f" {name} {format_bytes(getattr(segments, key))} ", None),
             ]
         parts += [
-            (
-                f"· {format_bytes(segments.free)} free of "
-                f"{format_bytes(snapshot.total_bytes)} · swap {swap} · ",
-                None,
-            ),
+            (f"· {format_bytes(segments.free)} free · {swap}", None),
             (f"● {level}", PRESSURE_COLOURS[level]),
         ]
         self.text_label.set_parts(parts)

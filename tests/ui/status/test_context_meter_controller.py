@@ -103,10 +103,8 @@ def test_meter_text_marks_estimates_and_a_lower_device_limit():
         exact=False,
     )
     text = meter_text(state, streamed=10)
-    assert text.startswith(
-        "≈1,210 / 4,096 (preset 10,000, less fits this model and device)"
-    )
-    assert "KV 3.0 MiB at 4-bit" in text and "2 trims" in text
+    assert text.startswith("≈1,210 / 4,096 (capped) tokens")
+    assert "chat KV ≈3.0 MiB at 4-bit" in text and "2 trims" in text
 
 
 def test_an_aged_cache_is_drawn_as_bands_with_tokens_and_bytes_per_tier(
