@@ -228,7 +228,7 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self.new_chat_action = self._action(
-            "New chat", QKeySequence.StandardKey.New, self.current.new_chat
+            "New chat", QKeySequence.StandardKey.New, self._new_chat
         )
         self.search_action = self._action(
             "Search", QKeySequence.StandardKey.Find, self.list_view.focus_search
@@ -244,6 +244,11 @@ class MainWindow(QMainWindow):
         # Qt reads "Ctrl" as Cmd on a Mac; the platform's Quit key is empty on some.
         self.quit_action = self._action("Quit", QKeySequence("Ctrl+Q"), self.close)
         self.stop_action.setEnabled(False)
+
+    def _new_chat(self) -> None:
+        """A new chat, ready to type in (Ctrl+N)."""
+        self.current.new_chat()
+        self.composer.edit.setFocus()
 
     def _action(self, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)

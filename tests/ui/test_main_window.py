@@ -46,6 +46,7 @@ def test_keyboard_shortcuts(qtbot, window, send):
     qtbot.waitUntil(window.isActiveWindow, timeout=2000)
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert window.current.conversation_id is None
+    assert QApplication.focusWidget() is window.composer.edit  # ready to type
     qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     assert QApplication.focusWidget() is window.list_view.search_edit
     qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)

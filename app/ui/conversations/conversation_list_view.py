@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -65,6 +65,10 @@ class ConversationListView(QWidget):
         self.search_edit.setPlaceholderText("Search all messages")
         self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self._on_search_edit_text_changed)
+        self.search_edit.setToolTip(
+            "Search every message (Ctrl+F); Down or Enter goes to the results, Esc clears"
+        )
+        self.search_edit.installEventFilter(self)
         top.addWidget(self.search_edit, 1)
         layout.addLayout(top)
         self.new_button = QPushButton("+  New chat")
@@ -208,6 +212,30 @@ class ConversationListView(QWidget):
             self.delete_requested.emit(conversation_id)
 
     # -- search ------------------------------------------------------------------------
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """The search box's keys: Down/Enter enter the results, Esc clears the search."""
+        if watched is self.search_edit and event.type() == QEvent.Type.KeyPress:
+            key = event.key()
+            if key == Qt.Key.Key_Escape and self.search_edit.text():
+                self.clear_search()
+                return True
+            if key in (Qt.Key.Key_Down, Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                return self._enter_results(activate=key != Qt.Key.Key_Down)
+        return super().eventFilter(watched, event)
+
+    def _enter_results(self, activate: bool) -> bool:
+        """Move the keyboard into the results (Enter also opens the first hit)."""
+        if self.search_edit.text().strip() and self._search_timer.isActive():
+            self._search_timer.stop()
+            self._on_search_timer_timeout()  # search now, not after the typing pause
+        if self.stack.currentIndex() != 1 or self.results.count() == 0:
+            return False
+        self.results.setCurrentRow(0)
+        self.results.setFocus()
+        if activate:
+            self._on_results_item_clicked(self.results.item(0))
+        return True
 
     def focus_search(self) -> None:
         """Put the cursor in the search box, selecting what is there."""
