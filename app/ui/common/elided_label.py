@@ -18,6 +18,10 @@ from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QWidget
 
 ELLIPSIS = "…"
+MUTED = "palette:muted"
+"""A part's colour: secondary text, resolved from the palette when drawn (themes)."""
+WARNING = "palette:warning"
+"""A part's colour: warning text that reads on the current theme's background."""
 _WHITESPACE = re.compile(r"\s+")  # one line: newlines and tabs become spaces
 
 
@@ -84,6 +88,12 @@ class ElidedLabel(QLabel):
         super().resizeEvent(event)
         self._fit()
 
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._shown = ""  # palette colours are resolved again for the new theme
+            self._fit()
+
     def _fit(self) -> None:
         metrics = self.fontMetrics()
         room = self.contentsRect().width()
@@ -99,7 +109,7 @@ class ElidedLabel(QLabel):
                 if not text.endswith(ELLIPSIS):
                     text = (text + ELLIPSIS) if text else ELLIPSIS
                 elided = True
-            shown.append(_span(text, colour))
+            shown.append(_span(text, self._resolved(colour)))
             used += width
             if elided:
                 break
@@ -108,6 +118,15 @@ class ElidedLabel(QLabel):
         if markup != self._shown:
             self._shown = markup
             self.setText(markup)
+
+    def _resolved(self, colour: str | None) -> str | None:
+        from app.ui.common.theme import muted_colour, warning_colour
+
+        if colour == MUTED:
+            return muted_colour(self.palette())
+        if colour == WARNING:
+            return warning_colour(self.palette())
+        return colour
 
 
 def _has_tooltip_above(widget: QWidget) -> bool:

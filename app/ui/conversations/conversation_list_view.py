@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.core.store.records import Conversation, SearchHit
 from app.ui.common.plain_text import plain_tooltip
+from app.ui.common.theme import muted_colour
 
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 200
@@ -258,7 +259,7 @@ class ConversationListView(QWidget):
             )
             label = QLabel(
                 f"<b>{html.escape(hit.conversation_title or UNTITLED)}</b>"
-                f" <span style='color: gray'>({where})</span><br/>{snippet_html(hit.snippet)}"
+                f" <span style='color: {muted_colour()}'>({where})</span><br/>{snippet_html(hit.snippet)}"
             )
             label.setWordWrap(True)
             label.setContentsMargins(4, 4, 4, 4)

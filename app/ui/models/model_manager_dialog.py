@@ -47,6 +47,7 @@ from app.core.models.model_catalog import (
 from app.core.models.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
 from app.ui.common.background import TaskSet
+from app.ui.common.theme import error_colour
 from app.ui.models.quality_panel_view import QualityPanelView
 from app.ui.models.welcome_view import DEMO_EXPLANATION
 
@@ -466,7 +467,7 @@ class ModelManagerDialog(QDialog):
         self._download_error(message)
 
     def _download_error(self, message: str) -> None:
-        self.download_status.setStyleSheet("color: #cf222e;")
+        self.download_status.setStyleSheet(f"color: {error_colour()};")
         self.download_status.setText(message)
         self.download_failed.emit(message)
 

@@ -17,16 +17,15 @@ changed for the user. With nothing measured the label says so, muted.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QStyle
 
 from app.core.errors import SettingsError
 from app.core.presets.presets import Preset, all_presets, get_preset
 from app.core.quality.preset_quality import PresetQuality, preset_quality
 from app.ui.common.dialogs import show_error
+from app.ui.common.elided_label import MUTED, WARNING
 from app.ui.presets.preset_item_delegate import (
     QUALITY_ROLE,
-    WARNING_COLOUR,
     WARNING_ROLE,
     PresetItemDelegate,
 )
@@ -115,14 +114,13 @@ class PresetPickerController(QObject):
             self._label.set_parts([])
             self._label.setToolTip("")
         elif quality.warning:
-            self._label.set_parts([("⚠ " + quality.summary, WARNING_COLOUR)])
+            self._label.set_parts([("⚠ " + quality.summary, WARNING)])
             self._label.setToolTip(quality.warning)
         elif quality.measured:
             self._label.set_parts([(quality.summary, None)])
             self._label.setToolTip("\n".join(quality.lines()))
         else:
-            muted = self._label.palette().color(QPalette.ColorRole.PlaceholderText)
-            self._label.set_parts([(quality.summary, muted.name())])
+            self._label.set_parts([(quality.summary, MUTED)])
             self._label.setToolTip(
                 "Models… → Check quality measures what this preset's compression "
                 "costs in answers on the loaded model."

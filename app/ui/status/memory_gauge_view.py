@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 from app.core.memory.snapshot import MemorySnapshot
 from app.core.text.display_numbers import format_bytes
 from app.ui.common.elided_label import ElidedLabel
-from app.ui.common.theme import PRESSURE_COLOURS, SEGMENT_COLOURS
+from app.ui.common.theme import PRESSURE_COLOURS, SEGMENT_COLOURS, muted_colour
 
 HISTORY_SAMPLES = 360  # three minutes at one sample per 500 ms
 
@@ -101,7 +101,7 @@ def gauge_tooltip(snapshot: MemorySnapshot, weights_bytes: int) -> str:
     )
     body = "".join(
         f"<tr><td><b>{name}</b></td><td>&nbsp;{value}&nbsp;</td>"
-        f"<td style='color: gray'>{why}</td></tr>"
+        f"<td style='color: {muted_colour()}'>{why}</td></tr>"
         for name, value, why in rows
     )
     return (
