@@ -67,7 +67,10 @@ def test_geometry_and_last_conversation_are_restored(
     # The offscreen screen is 800x600: a restored width is clamped to it, the height not.
     window.resize(820, 520)
     window.close()
-    assert (swapless_home / "window-state.ini").is_file()
+    state = swapless_home / "window-state.ini"
+    assert state.is_file()
+    # Private from its first write: the next start finds nothing to tighten.
+    assert state.stat().st_mode & 0o777 == 0o600
     with Store.open() as store:
         again = MainWindow(store, restore_state=True, load_last_model=False)
         qtbot.addWidget(again)
