@@ -33,7 +33,8 @@ def test_a_reply_streams_in_pieces_and_is_saved(qtbot, window, store, send):
     assert shown[1].text == report.reply
     footer = shown[1].footer_label.text()
     assert "tok/s" in footer and "TTFT" in footer and "KV 8-bit" in footer
-    assert f"{report.generated_tokens} tokens" in footer
+    count = report.generated_tokens
+    assert f"{count} token{'' if count == 1 else 's'}" in footer
     assert window.current.conversation_id == conversation_id
     assert window.list_view.conversation_ids() == [conversation_id]
     assert window.windowTitle() == "Hello there, how are you today? — Swapless"
