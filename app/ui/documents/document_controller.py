@@ -252,6 +252,11 @@ class DocumentController(QObject):
         reading = self.shown()
         if reading is not None and reading.phase in ("planned", "stopped"):
             del self.readings[reading.key]
+            # The question left the message box when the file was attached: give it
+            # back, unless something new was typed since.
+            question = reading.request.question
+            if reading.phase == "planned" and question and not self._composer.text():
+                self._composer.set_text(question)
             self._show_card()
 
     def shutdown(self) -> None:
@@ -314,8 +319,10 @@ class DocumentController(QObject):
             return
         if reading.phase == "planning":
             card.show_planning(reading.name, reading.line)
+            card.set_question(reading.request.question)
         elif reading.phase == "planned":
             self._show_plan(reading)
+            card.set_question(reading.request.question)
         elif reading.phase == "running":
             if card.isHidden() or not card.stop_button.isVisible():
                 card.show_running(reading.name, reading.line)

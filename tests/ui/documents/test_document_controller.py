@@ -348,6 +348,21 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
         window.stop_action.trigger()
 
 
+def test_the_question_is_on_the_card_and_dismiss_gives_it_back(qtbot, window, tmp_path):
+    engine = window.worker.engine
+    window.current.set_preset(reading_preset())
+    path = write_text(tmp_path / "rivers.txt", engine, segments=2, tokens=200)
+    window.composer.set_text("Which rivers flood?")
+    plan(qtbot, window, path)
+    card = window.document_card
+    assert window.composer.text() == ""
+    assert card.question_label.isVisible()
+    assert card.question_label.full_text == "Question: Which rivers flood?"
+    card.dismiss_button.click()
+    assert card.isHidden()
+    assert window.composer.text() == "Which rivers flood?"  # nothing typed is lost
+
+
 def test_a_plan_cancelled_while_it_is_made_leaves_nothing(qtbot, window, tmp_path):
     engine = window.worker.engine
     window.current.set_preset(reading_preset())
