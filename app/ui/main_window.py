@@ -205,12 +205,17 @@ class MainWindow(QMainWindow):
         self.quality = QualityCheckController(
             worker, self.models, self.store, lambda: self.turns.busy, self
         )
-        # A message sent during a check waits for it; its footer says so.
-        self.turns.waiting = self.quality.waiting_words
+        # A message sent during a check or while a document is read (in another
+        # conversation) waits for the model; its footer says what it waits for.
+        self.turns.waiting = lambda: (
+            self.quality.waiting_words() or self.documents.waiting_words()
+        )
         for signal in (
             self.quality.check_progressed,
             self.quality.check_finished,
             self.quality.check_failed,
+            self.documents.segment_read,
+            self.documents.busy_changed,
         ):
             signal.connect(self.turns.refresh_waiting)
         self.model_picker = ModelPickerController(

@@ -343,7 +343,10 @@ class TurnController(QObject):
 
     def _on_worker_trim_started(self, conversation_id: int, event) -> None:
         if self.live_conversation_id == conversation_id:
-            self.set_footer(f"Summarising {messages_noun(event.dropped_messages)}…")
+            footer = f"Summarising {messages_noun(event.dropped_messages)}…"
+            if words := self.waiting():  # the summary waits for the model too
+                footer += f" {words}"
+            self.set_footer(footer)
 
     def _on_worker_trim_happened(self, conversation_id: int, outcome) -> None:
         log.info(

@@ -134,6 +134,22 @@ class DocumentController(QObject):
             None,
         )
 
+    def waiting_words(self) -> str | None:
+        """What a reply in another conversation shows while it waits for the reading.
+
+        The reading holds the model's thread between its steps, so a message sent
+        elsewhere starts (or its summary is written) when a step ends; the footer says
+        so instead of a silent "Summarising…".
+        """
+        reading = self.active
+        if reading is None or reading.phase != "running":
+            return None
+        return (
+            f"Waiting for the model: it is reading {reading.name} "
+            f"({round(100 * reading.fraction)} %); Stop on its card ends the reading "
+            "and keeps its notes."
+        )
+
     @property
     def busy(self) -> bool:
         """True while a document is planned or read (the model must not change)."""

@@ -333,10 +333,17 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
     assert window.composer.button.text() == "Send"
     assert window.composer.button.isEnabled()
     assert window.document_card.isHidden() and window.document_progress.isVisible()
-    finished = []
+    finished, footers = [], []
     window.documents.document_finished.connect(lambda *a: finished.append(a))
+    window.turns.busy_changed.connect(
+        lambda busy: busy and footers.append(window.turns.live.footer)
+    )
     send(window, "and another message")  # a reply while the document is read
     assert not finished, "the reply waited for the whole document"
+    # While it waits for the model, its footer says for what (not a silent wait).
+    assert footers and footers[0].startswith(
+        "Waiting for the model: it is reading slow.txt"
+    ), footers
     meter = window.context_meter.text_label
     qtbot.waitUntil(
         lambda: meter.full_text not in (NO_MODEL, MEASURING), timeout=30_000
