@@ -55,13 +55,17 @@ def meter_text(state, streamed: int = 0) -> str:
         )
         precision = f"aged ({held})" if held else "aged"
     else:
-        bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
-        precision = f"at {bits}"
-    trims = "1 trim" if state.trims == 1 else f"{state.trims} trims"
+        precision = f"{state.kv_bits}-bit"
+    # No trims yet is the usual case: said in the tooltip, not on the line.
+    trims = (
+        ""
+        if not state.trims
+        else (" · 1 trim" if state.trims == 1 else f" · {state.trims} trims")
+    )
     # "chat KV": this conversation's cache, where the memory gauge counts every one.
     return (
         f"{approx}{format_count(tokens)} / {limit} tokens · chat KV "
-        f"{approx}{format_bytes(state.kv_bytes)} {precision} · {trims}"
+        f"{approx}{format_bytes(state.kv_bytes)} {precision}{trims}"
     )
 
 
@@ -165,7 +169,7 @@ class ContextMeterView(QWidget):
         self.title_label = QLabel("<b>Context</b>")
         layout.addWidget(self.title_label)
         self.bar = _MeterBar(self)
-        self.bar.setMaximumWidth(160)
+        self.bar.setMaximumWidth(120)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel(NO_MODEL)
         # Room for "≈1,234 / 4,096 tokens · chat KV …" however the row is shared.

@@ -193,6 +193,8 @@ class MemoryGaugeView(QWidget):
         self.title_label = QLabel("<b>Memory</b>")
         layout.addWidget(self.title_label)
         self.bar = _MemoryBar(self)
+        # The numbers come first: the bar takes what they leave, up to this.
+        self.bar.setMaximumWidth(100)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel("sampling…")
         # Room for "■ model 4.2 GiB ■ all KV 300 MiB" whatever else the row holds.
