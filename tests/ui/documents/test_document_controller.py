@@ -355,6 +355,25 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
         window.stop_action.trigger()
 
 
+def test_a_new_chat_read_with_long_document_settings_shows_that_preset(
+    qtbot, window, tmp_path
+):
+    engine = window.worker.engine
+    window.current.set_preset(get_preset("chat"))  # does not read in segments
+    path = write_text(tmp_path / "notes.txt", engine, segments=1, tokens=120)
+    plan(qtbot, window, path)
+    with qtbot.waitSignal(window.documents.document_started, timeout=READ_TIMEOUT_MS):
+        window.document_card.start_button.click()
+    # The stored conversation uses long-document settings: the picker says so now,
+    # not after a restart.
+    qtbot.waitUntil(
+        lambda: window.toolbar.preset_combo.currentData() == "long-document",
+        timeout=5000,
+    )
+    with qtbot.waitSignal(window.documents.document_finished, timeout=READ_TIMEOUT_MS):
+        window.stop_action.trigger()
+
+
 def test_the_question_is_on_the_card_and_dismiss_gives_it_back(qtbot, window, tmp_path):
     engine = window.worker.engine
     window.current.set_preset(reading_preset())
