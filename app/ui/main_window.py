@@ -227,7 +227,7 @@ class MainWindow(QMainWindow):
             quality=self.quality,
         )
         self.preset_picker = PresetPickerController(
-            self.toolbar, self.current, self, quality=self.quality
+            self.toolbar, self.current, self, quality=self.quality, models=self.models
         )
         self.server = ServerController(worker, self.settings_controller, self)
 

@@ -16,10 +16,12 @@ changed for the user. With nothing measured the label says so, muted.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QApplication, QStyle
 
-from app.core.errors import SettingsError
+from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import Preset, all_presets, get_preset
 from app.core.quality.preset_quality import PresetQuality, preset_quality
 from app.ui.common.dialogs import show_error
@@ -43,10 +45,13 @@ class PresetPickerController(QObject):
         window: Parent of the dialogs.
         quality: The `QualityCheckController` (stored results of the loaded model),
             or None for no annotations.
+        models: The `ModelController` (the editor warns past the loaded model's
+            trained context), or None.
     """
 
-    def __init__(self, toolbar, current, window, quality=None):
+    def __init__(self, toolbar, current, window, quality=None, models=None):
         super().__init__(window)
+        self._models = models
         self._combo = toolbar.preset_combo
         self._label = toolbar.preset_quality_label
         self._current = current
@@ -166,8 +171,12 @@ class PresetPickerController(QObject):
         """Edit the open conversation's preset (or save a copy as a user preset)."""
         from app.ui.presets.preset_editor_dialog import PresetEditorDialog
 
+        info = self._models.info if self._models is not None else None
         self.editor = PresetEditorDialog(
-            self._current.preset(), self._window, quality=self._stored
+            self._current.preset(),
+            self._window,
+            quality=self._stored,
+            trained_context=_trained_context(info),
         )
         self.editor.preset_applied.connect(self._current.set_preset)
         self.editor.preset_saved.connect(lambda _preset: self.fill())
@@ -189,3 +198,15 @@ class PresetPickerController(QObject):
             self.select(current)
             return
         self._current.set_preset(preset)
+
+
+def _trained_context(info) -> int | None:
+    """The loaded model's trained context, from its config (None when unknown)."""
+    if info is None:
+        return None
+    from app.core.budget.model_geometry import read_geometry
+
+    try:
+        return read_geometry(Path(info.folder)).max_position_embeddings
+    except (KnownError, OSError, ValueError):
+        return None
