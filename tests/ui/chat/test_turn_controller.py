@@ -190,8 +190,18 @@ def test_a_forced_trim_shows_a_card_that_says_how_the_summary_was_made(
     )
     assert summary.content.strip() != "Summary of the earlier conversation:"
     assert not card.summary_view.isVisibleTo(window)
+    bar = window.chat_view.scroll_area.verticalScrollBar()
+    bar.setValue(bar.maximum())  # the chat scrolled to its end, the card above it
     qtbot.mouseClick(card.summary_button, Qt.MouseButton.LeftButton)
     assert card.summary_view.isVisibleTo(window)
+    # The opened summary is scrolled into view, not left above the viewport.
+    viewport = window.chat_view.scroll_area.viewport()
+    qtbot.waitUntil(
+        lambda: viewport.rect().contains(
+            card.summary_view.mapTo(viewport, card.summary_view.rect().topLeft())
+        ),
+        timeout=2000,
+    )
     assert card.summary_view.toPlainText().split()[:3] == summary.content.split()[:3]
     qtbot.mouseClick(card.originals_button, Qt.MouseButton.LeftButton)
     assert [v.text for v in card.original_views] == [m.content for m in covered]
