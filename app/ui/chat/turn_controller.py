@@ -30,8 +30,8 @@ from app.ui.common.dialogs import show_error, show_failure
 log = logging.getLogger(__name__)
 
 NO_MODEL_REASON = (
-    "No model is loaded. Choose one in the model picker above, open Models… to "
-    "download or add one, or try the demo model."
+    "No model is loaded. Choose one in the model picker above (the reference model "
+    "ships with Swapless), or open Models… to download or add one."
 )
 LOADING_REASON = "Loading the model… you can type meanwhile; sending waits for it."
 NEW_CHAT = -1  # the worker's id for a new chat that failed before it was stored
