@@ -107,6 +107,7 @@ class ConversationListView(QWidget):
         self.results.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.results.itemClicked.connect(self._on_results_item_clicked)
         self.results.itemActivated.connect(self._on_results_item_clicked)
+        self.results.viewport().installEventFilter(self)
         results_layout.addWidget(self.results, 1)
         self.stack.addWidget(results)
         layout.addWidget(self.stack, 1)
@@ -216,7 +217,11 @@ class ConversationListView(QWidget):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """The search box's keys: Down/Enter enter the results, Esc clears the search."""
-        if watched is self.search_edit and event.type() == QEvent.Type.KeyPress:
+        results = getattr(self, "results", None)  # events come during construction
+        if results is not None and watched is results.viewport():
+            if event.type() == QEvent.Type.Resize:
+                self._fit_results()
+        elif watched is self.search_edit and event.type() == QEvent.Type.KeyPress:
             key = event.key()
             if key == Qt.Key.Key_Escape and self.search_edit.text():
                 self.clear_search()
@@ -270,9 +275,21 @@ class ConversationListView(QWidget):
             item.setToolTip(plain_tooltip(hit.snippet))
             self.results.addItem(item)
             self.results.setItemWidget(item, label)
-            width = max(self.results.viewport().width() - 8, 160)
-            item.setSizeHint(QSize(width, label.heightForWidth(width) + 4))
+        self._fit_results()
         self.stack.setCurrentIndex(1)
+
+    def _fit_results(self) -> None:
+        """Size each result to its text at the list's width (again on every resize).
+
+        Sized once, a result kept the height of the width it was made at, and its
+        last lines were cut off without a sign when the list got narrower.
+        """
+        width = max(self.results.viewport().width() - 8, 160)
+        for row in range(self.results.count()):
+            item = self.results.item(row)
+            label = self.results.itemWidget(item)
+            if label is not None:
+                item.setSizeHint(QSize(width, label.heightForWidth(width) + 4))
 
     def clear_search(self) -> None:
         """Empty the search box and show the conversations again."""

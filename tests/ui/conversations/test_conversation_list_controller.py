@@ -168,3 +168,22 @@ def test_the_search_box_is_usable_from_the_keyboard(qtbot, window, send):
     view.focus_search()
     qtbot.keyClick(view.search_edit, Qt.Key.Key_Escape)
     assert view.search_edit.text() == "" and view.stack.currentIndex() == 0
+
+
+def test_search_results_keep_their_whole_text_when_the_list_narrows(
+    qtbot, window, send
+):
+    send(window, "zebra " * 60 + "crossing rules for a long message")
+    view = window.list_view
+    with qtbot.waitSignal(view.search_changed, timeout=2000):
+        qtbot.keyClicks(view.search_edit, "zebra")
+    results = view.results
+    window.splitter.setSizes([400, 900])
+    qtbot.wait(50)
+    window.splitter.setSizes([200, 1100])  # narrower: every result grows taller
+    qtbot.wait(50)
+    width = results.viewport().width() - 8
+    for row in range(results.count()):
+        item = results.item(row)
+        label = results.itemWidget(item)
+        assert item.sizeHint().height() >= label.heightForWidth(width)
