@@ -80,3 +80,11 @@ def text(value: str) -> str:
     if fault is not None:
         raise argparse.ArgumentTypeError(f"not UTF-8 text: {fault}")
     return value
+
+
+def positive(text: str) -> int:
+    """A number of tokens that must be at least 1 (below 2**63)."""
+    value = _whole_number(text)
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value

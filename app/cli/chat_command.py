@@ -1,7 +1,8 @@
 """`swapless chat`: a headless chat for terminals, scripts and tests.
 
 Reads one user turn per line from stdin and answers each in the same stored
-conversation; a REPL with a prompt when stdin is a terminal. ``--json`` prints one JSON
+conversation; a REPL with a prompt when stdin is a terminal, where a few slash commands
+(`COMMANDS`) are understood and anything else is sent as is. ``--json`` prints one JSON
 object per turn. Every conversation is saved; ``--conversation ID`` continues one.
 ``--json-schema FILE`` makes every reply JSON that validates against the schema.
 """
@@ -49,9 +50,12 @@ def register(subcommands) -> None:
     )
     parser.add_argument("--kv-bits", type=int, choices=VALID_KV_BITS)
     parser.add_argument("--kv-group", type=int, choices=VALID_KV_GROUPS)
-    parser.add_argument("--quantized-kv-start", type=int, metavar="N")
+    parser.add_argument("--quantized-kv-start", type=arg_types.count, metavar="N")
     parser.add_argument(
-        "--max-context", type=int, metavar="N", help="trim above N tokens"
+        "--max-context",
+        type=arg_types.positive,
+        metavar="N",
+        help="trim above N tokens",
     )
     parser.add_argument(
         "--keep-ratio", type=float, metavar="R", help="share kept (0.1-0.9)"
@@ -63,7 +67,7 @@ def register(subcommands) -> None:
     parser.add_argument(
         "--no-auto-trim", action="store_true", help="refuse instead of trim"
     )
-    parser.add_argument("--max-tokens", type=int, metavar="N")
+    parser.add_argument("--max-tokens", type=arg_types.positive, metavar="N")
     parser.add_argument("--temp", type=float, metavar="T")
     parser.add_argument("--top-p", type=float, metavar="P")
     parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
@@ -74,6 +78,20 @@ def register(subcommands) -> None:
         help="every reply is JSON valid against this schema (enforced token by token)",
     )
     parser.set_defaults(run=run)
+
+
+COMMANDS = {
+    "/help": "list these commands",
+    "/new": "start a new conversation (same model and settings)",
+    "/preset NAME": "use another preset from the next message (`swapless presets`)",
+    "/quit": "leave (Ctrl+D too)",
+}
+HELP = (
+    "Commands: "
+    + "; ".join(f"{name}: {what}" for name, what in COMMANDS.items())
+    + ". Any other line is sent to the model as is (start it with // to send a "
+    "line that begins with /)."
+)
 
 
 def _say(message: str) -> None:
@@ -144,100 +162,192 @@ def _run_turn(turn, show: bool):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chat loop until stdin ends."""
+    """Run the chat loop until stdin ends (or ``/quit``)."""
     from app.cli.runtime import open_runtime
-    from app.core.chat.conversation_session import ConversationSession
     from app.core.presets.presets import get_preset
 
+    # Settings are checked before the model loads: a bad value costs no wait.
+    _preset_from_args(args, get_preset(args.preset or "chat"))
     schema = None
     if args.json_schema:
         from app.core.tools.schema_file import load_schema_file
 
-        # Checked before the model loads: a bad file costs nothing.
         schema = load_schema_file(args.json_schema)
     runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
-    store, engine = runtime.store, runtime.engine
-    if schema is not None:
-        from app.core.tools.schema_file import SchemaEngine
+    try:
+        return _Chat(args, runtime, schema).loop()
+    finally:
+        runtime.close()
 
-        engine = SchemaEngine(engine, schema)
-    if args.conversation is not None:
-        session = ConversationSession(
-            engine, store, args.conversation, **runtime.session_kwargs(args.seed)
-        )
-        overrides = _preset_from_args(
-            args, session.preset if args.preset is None else get_preset(args.preset)
-        )
-        if overrides != session.preset:
-            session.apply_preset(overrides)
-    else:
-        preset = _preset_from_args(args, get_preset(args.preset or "chat"))
-        session = ConversationSession.start(
-            engine,
-            store,
+
+class _Chat:
+    """One terminal chat: its session, the prompt and the slash commands."""
+
+    def __init__(self, args: argparse.Namespace, runtime, schema: dict | None = None):
+        self.args = args
+        self.runtime = runtime
+        # With --json-schema every reply is constrained to the schema.
+        self.engine = runtime.engine
+        if schema is not None:
+            from app.core.tools.schema_file import SchemaEngine
+
+            self.engine = SchemaEngine(runtime.engine, schema)
+        self.line_number = 0
+        self.interactive = sys.stdin.isatty() and not args.json
+        self.replying = False
+        self.session = self._open_session(args.conversation)
+
+    def _open_session(
+        self, conversation_id: int | None, preset_name: str | None = None
+    ):
+        from app.core.chat.conversation_session import ConversationSession
+        from app.core.presets.presets import get_preset
+
+        args, runtime = self.args, self.runtime
+        name = preset_name or args.preset
+        kwargs = runtime.session_kwargs(args.seed)
+        if conversation_id is not None:
+            session = ConversationSession(
+                self.engine, runtime.store, conversation_id, **kwargs
+            )
+            base = session.preset if name is None else get_preset(name)
+            overrides = _preset_from_args(args, base)
+            if overrides != session.preset:
+                session.apply_preset(overrides)
+            return session
+        preset = _preset_from_args(args, get_preset(name or "chat"))
+        return ConversationSession.start(
+            self.engine,
+            runtime.store,
             preset,
             model=runtime.model_info.folder,
-            **runtime.session_kwargs(args.seed),
+            **kwargs,
         )
-    interactive = sys.stdin.isatty() and not args.json
-    if interactive:
+
+    def _greet(self) -> None:
+        session = self.session
         _say(
-            f"Model: {runtime.model_info.folder}. Conversation {session.conversation_id}, "
-            f"preset {session.preset.name}, limit {session.effective_limit()} tokens. "
-            "Ctrl+D quits, Ctrl+C stops a reply."
+            f"Model: {self.runtime.model_info.folder}. Conversation "
+            f"{session.conversation_id}, preset {session.preset.name}, limit "
+            f"{session.effective_limit()} tokens. Ctrl+C stops a reply, /help lists "
+            "the commands, Ctrl+D or /quit leaves."
         )
 
-    def on_sigint(signum, frame):
-        session.cancel()
-
-    previous = signal.signal(signal.SIGINT, on_sigint) if interactive else None
-    status = 0
-    line_number = 0
-    try:
-        while True:
-            if interactive:
-                print("you> ", end="", flush=True)
-            line, line_number = _read_line(), line_number + 1
-            if not line:
-                break
-            text = line.rstrip("\n")
-            if not text.strip():
-                continue
-            fault = invalid_text(text)
-            if fault is not None:
-                # Refused at the edge, in words; the next lines are still answered.
-                message = (
-                    f"line {line_number} of the input is not UTF-8 text ({fault}); "
-                    "it was not sent"
-                )
-                _say(f"swapless: error: {message}")
-                if args.json:
-                    print(json.dumps({"error": message, "refused": True}), flush=True)
-                status = 2 if not interactive else 0
-                continue
-            try:
-                if interactive:
-                    print("swapless> ", end="", flush=True)
-                report = _run_turn(session.send(text), show=not args.json)
-                if args.json:
-                    print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
+    def loop(self) -> int:
+        if self.interactive:
+            self._greet()
+        previous = (
+            signal.signal(signal.SIGINT, self._on_sigint) if self.interactive else None
+        )
+        status = 0
+        try:
+            while True:
+                if self.interactive:
+                    print("you> ", end="", flush=True)
+                line = _read_line()
+                self.line_number += 1
+                if not line:
+                    if self.interactive:
+                        print(flush=True)  # the shell's prompt starts on its own line
+                    break
+                text = line.rstrip("\n")
+                if not text.strip():
                     continue
-                print(flush=True)
-                if interactive:
-                    _say(
-                        f"[{report.generated_tokens} tokens, {report.tokens_per_s:.1f} tok/s, "
-                        f"TTFT {report.ttft_s:.2f} s, context {report.context_tokens}/"
-                        f"{report.effective_max_context} tokens, KV "
-                        f"{report.kv_bytes / 2**20:.1f} MiB at {report.kv_bits}-bit]"
-                    )
-            except BudgetError as exc:
-                # A refused turn is not fatal in a chat: say why and read the next one.
+                fault = invalid_text(text)
+                if fault is not None:
+                    status = max(status, self._refuse_line(fault))
+                    continue
+                if self.interactive and text.startswith("/"):
+                    if text.startswith("//"):
+                        text = text[1:]
+                    else:
+                        if self._command(text.strip()) == "quit":
+                            break
+                        continue
+                status = max(status, self._turn(text))
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        return status
+
+    def _refuse_line(self, fault: str) -> int:
+        """Refuse a line that is not UTF-8, in words; the next lines are answered."""
+        message = (
+            f"line {self.line_number} of the input is not UTF-8 text ({fault}); "
+            "it was not sent"
+        )
+        _say(f"swapless: error: {message}")
+        if self.args.json:
+            print(json.dumps({"error": message, "refused": True}), flush=True)
+        return 2 if not self.interactive else 0
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.replying:
+            self.session.cancel()
+        else:
+            print("\n(Ctrl+D or /quit leaves)\nyou> ", end="", flush=True)
+
+    def _command(self, text: str) -> str | None:
+        """Run one slash command; "quit" when the chat should end."""
+        from app.core.errors import KnownError
+
+        name, _, rest = text.partition(" ")
+        if name in ("/quit", "/exit"):
+            return "quit"
+        if name == "/help":
+            _say(HELP)
+        elif name == "/new":
+            self.session = self._open_session(None, self.session.preset.name)
+            self._greet()
+        elif name == "/preset" and rest.strip():
+            try:
+                self.session = self._open_session(
+                    self.session.conversation_id, rest.strip()
+                )
+            except (KnownError, ValueError) as exc:
                 _say(f"swapless: {exc}")
-                if args.json:
-                    print(json.dumps({"error": str(exc), "refused": True}), flush=True)
-                status = 2 if not interactive else 0
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-        runtime.close()
-    return status
+            else:
+                _say(f"Preset {self.session.preset.name} from the next message.")
+        elif name == "/preset":
+            _say(f"Preset {self.session.preset.name}; /preset NAME changes it.")
+        else:
+            _say(f"Unknown command {name}. {HELP}")
+        return None
+
+    def _turn(self, text: str) -> int:
+        """Send one message and show the reply; the exit status it asks for."""
+        args = self.args
+        try:
+            if self.interactive:
+                print("swapless> ", end="", flush=True)
+            self.replying = True
+            try:
+                report = _run_turn(self.session.send(text), show=not args.json)
+            finally:
+                self.replying = False
+            if args.json:
+                print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
+                return 0
+            print(flush=True)
+            if self.interactive:
+                _say(_turn_line(report))
+        except BudgetError as exc:
+            # A refused turn is not fatal in a chat: say why and read the next one.
+            _say(f"swapless: {exc}")
+            if args.json:
+                print(json.dumps({"error": str(exc), "refused": True}), flush=True)
+            return 2 if not self.interactive else 0
+        return 0
+
+
+def _turn_line(report) -> str:
+    """The figures after a reply; a stopped reply says so first."""
+    stopped = "stopped · " if report.finish_reason == "cancelled" else ""
+    if report.generated_tokens == 0 and not stopped:
+        stopped = "the model ended its reply at once · "
+    return (
+        f"[{stopped}{report.generated_tokens} tokens, {report.tokens_per_s:.1f} tok/s, "
+        f"TTFT {report.ttft_s:.2f} s, context {report.context_tokens}/"
+        f"{report.effective_max_context} tokens, KV "
+        f"{report.kv_bytes / 2**20:.1f} MiB at {report.kv_bits}-bit]"
+    )

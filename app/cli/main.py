@@ -9,6 +9,7 @@ disk) becomes one line on stderr and exit code 2; a reader that closes the outpu
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,8 +19,9 @@ from app.cli import arg_types, blas
 from app.core.errors import KnownError
 
 EXIT_OK = 0
-EXIT_OUTPUT_CLOSED = 1
-"""The reader of stdout closed it before everything was written (Python's convention)."""
+EXIT_OUTPUT_CLOSED = 0
+"""The reader of stdout closed it before everything was written (``| head``): it had
+what it wanted, so the command succeeded (a pipeline under ``set -o pipefail`` goes on)."""
 EXIT_USAGE = 2
 # An error line is for a person: a library's message can run to megabytes.
 MAX_ERROR_CHARS = 1000
@@ -111,9 +113,33 @@ def _command_in(argv: list[str]) -> str | None:
     return None
 
 
+class _TokenizerLengthFilter(logging.Filter):
+    """Drops transformers' "sequence length is longer than the maximum" warning.
+
+    Swapless counts whole documents on purpose (to plan their segments) and checks
+    every prompt against the model's trained context before it runs, so the warning
+    ("will result in indexing errors") is never true here; it only alarmed users on
+    every ``summarize``, under ``serve`` and in the app's terminal.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token indices sequence length")
+
+
+TOKENIZER_LOGGER = "transformers.tokenization_utils_base"
+
+
+def quiet_tokenizer_length_warning() -> None:
+    """Install `_TokenizerLengthFilter` once (before or after transformers loads)."""
+    logger = logging.getLogger(TOKENIZER_LOGGER)
+    if not any(isinstance(f, _TokenizerLengthFilter) for f in logger.filters):
+        logger.addFilter(_TokenizerLengthFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_tokenizer_length_warning()
     blas.reexec_with_openblas(argv)
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
@@ -179,6 +205,10 @@ def _run_desktop_or_chat(argv: list[str], model: str | None = None) -> int:
             file=sys.stderr,
         )
         return main(["chat", *argv])
+    blocker = _window_blocker()
+    if blocker is not None:
+        print(f"swapless: {blocker}; starting the terminal chat.", file=sys.stderr)
+        return main(["chat", *argv])
     try:
         from app.ui.application import run_app
     except ImportError as exc:  # the window code is missing from this build
@@ -204,6 +234,15 @@ def _without_option(argv: list[str], option: str) -> list[str]:
         elif not word.startswith(f"{option}="):
             kept.append(word)
     return kept
+
+
+def _window_blocker() -> str | None:
+    """Why Qt would abort instead of opening the window (missing xcb libraries), if so."""
+    try:
+        from app.ui.platform_libs import window_blocker
+    except ImportError:  # the window code is missing from this build
+        return None
+    return window_blocker()
 
 
 def _has_display() -> bool:

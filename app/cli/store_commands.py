@@ -70,12 +70,33 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("No conversations yet.", file=sys.stderr)
-    for row in rows:
-        print(
-            f"{row['id']:>5}  {row['updated_at'][:16].replace('T', ' ')}  "
-            f"{row['messages']:>4} msgs  {row['preset'] or '-':<14} {row['title'] or '(untitled)'}"
-        )
+        return 0
+    for line in _table(rows):
+        print(line)
     return 0
+
+
+def _table(rows: list[dict]) -> list[str]:
+    """The conversations as aligned columns under a header (widths fit the data)."""
+    header = ("ID", "UPDATED", "MESSAGES", "PRESET", "TITLE")
+    cells = [
+        (
+            str(row["id"]),
+            row["updated_at"][:16].replace("T", " "),
+            str(row["messages"]),
+            row["preset"] or "-",
+            " ".join((row["title"] or "(untitled)").split()),
+        )
+        for row in rows
+    ]
+    widths = [max(len(r[i]) for r in [header, *cells]) for i in range(4)]
+    lines = []
+    for cell in [header, *cells]:
+        lines.append(
+            f"{cell[0]:>{widths[0]}}  {cell[1]:<{widths[1]}}  {cell[2]:>{widths[2]}}  "
+            f"{cell[3]:<{widths[3]}}  {cell[4]}"
+        )
+    return lines
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -101,14 +122,24 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Import a JSON export (or a database file) as new conversations; print the ids."""
+    """Import a JSON export (or a set-aside database file) as new conversations.
+
+    The id alone on stdout keeps ``ID=$(swapless import FILE)`` working; the sentence
+    on stderr tells a person what was imported and how to open it.
+    """
     if args.file != "-" and _is_database(Path(args.file)):
         return _import_database(Path(args.file))
     data = _read_export(args.file)
     with _open() as store:
-        result = store.import_conversation(data)
+        result = store.import_conversation(data, title_suffix=" (imported)")
     for note in result.notes:
         print(f"swapless: note: {note}", file=sys.stderr)
+    print(
+        f"Imported “{result.title}” ({result.messages} messages) as conversation "
+        f"{result.conversation_id}; continue it with "
+        f"`swapless chat --conversation {result.conversation_id}`.",
+        file=sys.stderr,
+    )
     print(result.conversation_id)
     return 0
 

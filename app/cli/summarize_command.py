@@ -151,6 +151,18 @@ class ProgressBar:
             refresh=True,
         )
 
+    def finish(self) -> None:
+        """The document is read and the answer is about to stream: end the bar at 100 %.
+
+        The answer goes to stdout on the same terminal; a bar still redrawn on stderr
+        would cut through it, so nothing is drawn after this.
+        """
+        if self._bar is not None:
+            self._bar.n = self._bar.total
+            self._bar.set_description_str("read · the answer follows", refresh=True)
+        self.close()
+        self._enabled = False
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
@@ -219,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
                         json.dumps(_segment_json(event), ensure_ascii=False), flush=True
                     )
             elif isinstance(event, AnswerChunk) and not args.json:
+                bar.finish()
                 print(event.text, end="", flush=True)
             elif isinstance(event, RunFinished):
                 finished = event

@@ -21,6 +21,7 @@ stay live until the engine's LRU, within the memory budget, drops one.
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,9 @@ KEY_PREFIX = "server-"
 # must not land on caches an earlier one left there (a new conversation would find a
 # stranger's cache instead of an empty one that the prefix cache can fill).
 _KEY_NUMBERS = itertools.count(1)
+# Keys appear in the server's log and its responses: one run's "server-3" must not be
+# taken for another run's, so each process adds a token of its own.
+_RUN = secrets.token_hex(3)
 
 
 @dataclass
@@ -128,7 +132,7 @@ class ConversationIndex:
                 ):
                     best, best_shared = conversation, shared
             if best is None:
-                best = _Conversation(key=f"{KEY_PREFIX}{next(_KEY_NUMBERS)}")
+                best = _Conversation(key=f"{KEY_PREFIX}{_RUN}-{next(_KEY_NUMBERS)}")
                 self._conversations[best.key] = best
                 self._forget_oldest()
                 continued = False

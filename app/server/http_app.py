@@ -63,6 +63,16 @@ def error_response(
     return JSONResponse(error_body(error), status_code=status, headers=headers)
 
 
+def log_refusal(error: RequestError) -> RequestError:
+    """Log a refusal made at the HTTP edge (the service logs its own); return it.
+
+    Every refusal is logged once, whichever check made it: the guard (key, host,
+    size), the body, the queue, or the service (the model name, the context).
+    """
+    logger.info("request refused (%d): %s", error.status, error)
+    return error
+
+
 def _host_allowed(host_header: str, bound_host: str) -> bool:
     """True when a Host header names this machine (no DNS rebinding through it)."""
     if not host_header:
@@ -134,7 +144,7 @@ class ServerApp:
         if refused is None:
             return None
         error, headers = refused
-        return error_response(error, headers=headers)
+        return error_response(log_refusal(error), headers=headers)
 
     def guard(self, request: Request) -> tuple[RequestError, dict | None] | None:
         """Why a request may not be answered (its host or key), or None.
@@ -260,7 +270,7 @@ class ServerApp:
         try:
             chat = parse_chat_request(await self._body(request))
         except RequestError as exc:
-            return error_response(exc)
+            return error_response(log_refusal(exc))
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is listening
         started = await self.begin(
@@ -304,12 +314,14 @@ class ServerApp:
         """
         if not self.pending.enter():
             return errors(
-                RequestError(
-                    f"{self.pending.limit} requests are already queued or running on "
-                    "the model; retry later.",
-                    status=429,
-                    code="too_many_requests",
-                    error_type="rate_limit_error",
+                log_refusal(
+                    RequestError(
+                        f"{self.pending.limit} requests are already queued or running on "
+                        "the model; retry later.",
+                        status=429,
+                        code="too_many_requests",
+                        error_type="rate_limit_error",
+                    )
                 )
             )
         bridge = _Bridge(asyncio.get_running_loop())
@@ -318,7 +330,9 @@ class ServerApp:
         except RuntimeError:  # the worker pool was shut down
             self.pending.leave()
             return errors(
-                ServiceUnavailable("The server is stopping.", "shutting_down")
+                log_refusal(
+                    ServiceUnavailable("The server is stopping.", "shutting_down")
+                )
             )
         watcher = asyncio.ensure_future(self._watch_disconnect(request, bridge))
         first = await bridge.get()
@@ -360,6 +374,7 @@ class ServerApp:
         known = as_request_error(error)
         if known is None:
             logger.error("chat completion failed", exc_info=error)
+        # The service logged its own refusals when the request closed.
         return error_response(known)
 
     async def _collect(self, bridge: _Bridge, item, model: str) -> Response:

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.files import paths
+from app.core.models.model_catalog import reference_model_folder
 from app.core.settings import AppSettings
 from app.ui import window_state
 from app.ui.chat.chat_view import ChatView
@@ -204,12 +205,17 @@ class MainWindow(QMainWindow):
         self.quality = QualityCheckController(
             worker, self.models, self.store, lambda: self.turns.busy, self
         )
-        # A message sent during a check waits for it; its footer says so.
-        self.turns.waiting = self.quality.waiting_words
+        # A message sent during a check or while a document is read (in another
+        # conversation) waits for the model; its footer says what it waits for.
+        self.turns.waiting = lambda: (
+            self.quality.waiting_words() or self.documents.waiting_words()
+        )
         for signal in (
             self.quality.check_progressed,
             self.quality.check_finished,
             self.quality.check_failed,
+            self.documents.segment_read,
+            self.documents.busy_changed,
         ):
             signal.connect(self.turns.refresh_waiting)
         self.model_picker = ModelPickerController(
@@ -221,13 +227,13 @@ class MainWindow(QMainWindow):
             quality=self.quality,
         )
         self.preset_picker = PresetPickerController(
-            self.toolbar, self.current, self, quality=self.quality
+            self.toolbar, self.current, self, quality=self.quality, models=self.models
         )
         self.server = ServerController(worker, self.settings_controller, self)
 
     def _build_actions(self) -> None:
         self.new_chat_action = self._action(
-            "New chat", QKeySequence.StandardKey.New, self.current.new_chat
+            "New chat", QKeySequence.StandardKey.New, self._new_chat
         )
         self.search_action = self._action(
             "Search", QKeySequence.StandardKey.Find, self.list_view.focus_search
@@ -248,6 +254,11 @@ class MainWindow(QMainWindow):
         """Esc: stop the reading the open conversation waits for, else the reply."""
         if not self.documents.stop_here():
             self.turns.stop()
+
+    def _new_chat(self) -> None:
+        """A new chat, ready to type in (Ctrl+N)."""
+        self.current.new_chat()
+        self.composer.edit.setFocus()
 
     def _action(self, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)
@@ -279,6 +290,9 @@ class MainWindow(QMainWindow):
         self.current.opened.connect(self._update_main_view)
         self.welcome_view.models_requested.connect(self.model_picker.open_manager)
         self.welcome_view.demo_requested.connect(models.load_demo)
+        self.welcome_view.reference_requested.connect(
+            lambda: models.load(str(reference_model_folder()))
+        )
         self.toolbar.settings_button.clicked.connect(
             self.settings_controller.open_dialog
         )

@@ -2,15 +2,21 @@
 
 Stored with QSettings in an INI file under ``SWAPLESS_HOME`` (never the platform's
 registry or the real user's config), so tests and a moved home stay self-contained.
+The file is private from its first write, like everything in the home: QSettings
+writes a new file with the umask's mode, which the next start reported as a loose file
+Swapless itself had made.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from app.core.files import paths, private_files
+from app.core.files import paths
+from app.core.files.private_files import PRIVATE_FILE_MODE
 
 FILE_NAME = "window-state.ini"
 
@@ -29,8 +35,9 @@ def save_window_state(
     state.setValue("window/splitter", splitter)
     state.setValue("chat/last_conversation", conversation_id if conversation_id else 0)
     state.sync()
-    # QSettings writes with the umask's mode; the file names the open conversation.
-    private_files.make_private(paths.app_home() / FILE_NAME)
+    # Not written (a read-only home): nothing to protect.
+    with contextlib.suppress(OSError):
+        os.chmod(state.fileName(), PRIVATE_FILE_MODE)
 
 
 def load_window_state() -> tuple[QByteArray | None, QByteArray | None, int | None]:

@@ -51,3 +51,28 @@ def test_doctor_imports_neither_the_store_nor_long_document_mode(tmp_path):
         check=False,
     )
     assert "HEAVY [] 0" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_tokenizers_too_long_warning_is_silenced_and_others_are_kept():
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from app.core.modelkit.reference.install import committed_folder
+
+    main.quiet_tokenizer_length_warning()
+    main.quiet_tokenizer_length_warning()  # once is enough, twice adds nothing
+    logger = logging.getLogger(main.TOKENIZER_LOGGER)
+    assert len(logger.filters) == 1
+    seen: list[str] = []
+    catcher = logging.Handler(logging.WARNING)
+    catcher.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(catcher)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(committed_folder()))
+        ids = tokenizer.encode("word " * (tokenizer.model_max_length + 10))
+        logger.warning("another warning")
+    finally:
+        logger.removeHandler(catcher)
+    assert len(ids) > tokenizer.model_max_length
+    assert seen == ["another warning"]

@@ -114,12 +114,25 @@ def test_conversations_export_import_and_search(tiny_model_dir, swapless_home):
     imported = cli(["import", "-"], swapless_home, stdin=exported.stdout)
     assert imported.returncode == 0, imported.stderr
     new_id = int(imported.stdout)
+    title = data["conversation"]["title"]
+    assert imported.stderr.strip() == (
+        f"Imported “{title} (imported)” (4 messages) as conversation {new_id}; "
+        f"continue it with `swapless chat --conversation {new_id}`."
+    )
     again = json.loads(
         cli(["export", str(new_id), "--format", "json"], swapless_home).stdout
     )
+    assert again["conversation"]["title"] == f"{title} (imported)"
     assert [m["content"] for m in again["messages"]] == [
         m["content"] for m in data["messages"]
     ]
+
+    listing = cli(["conversations"], swapless_home).stdout.splitlines()
+    assert listing[0].split() == ["ID", "UPDATED", "MESSAGES", "PRESET", "TITLE"]
+    # Columns line up under the header whatever the lengths.
+    assert len({line.index(" chat ") for line in listing[1:]}) == 1
+    assert listing[0].index("PRESET") == listing[1].index(" chat ") + 1
+    assert listing[1].endswith(f"{title} (imported)")
 
     hits = json.loads(cli(["search", "flamingos", "--json"], swapless_home).stdout)
     assert {h["conversation_id"] for h in hits} == {conversation["id"], new_id}

@@ -341,3 +341,23 @@ def test_an_unreadable_file_is_one_line_and_exit_code_2(tmp_path, name, raw, sai
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith(f"swapless: error: {path} {said}")
+
+
+def test_the_bar_ends_at_100_percent_before_the_answer_and_draws_nothing_after(
+    monkeypatch,
+):
+    import io
+
+    from app.cli.summarize_command import ProgressBar
+    from app.core.longdoc import ReadingProgress
+
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    bar = ProgressBar(enabled=True)
+    bar.update(ReadingProgress("reading", 0, 2, 999, 1000, 50.0, 1.0, 3.0))
+    bar.finish()
+    drawn = stderr.getvalue()
+    assert drawn.rstrip().splitlines()[-1].lstrip("\r").startswith("100%")
+    assert "the answer follows" in drawn
+    bar.update(ReadingProgress("answering", 2, 2, 1000, 1000, 20.0, 0.5, 4.0))
+    assert stderr.getvalue() == drawn  # the streamed answer is not cut by a redraw

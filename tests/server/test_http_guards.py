@@ -208,3 +208,33 @@ def test_too_many_pending_requests_get_a_429(serve, model_id):
     while server.status().active_requests and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.status().active_requests == 0
+
+
+def test_every_refusal_is_logged_once_whichever_check_made_it(server, model_id, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="app.server"):
+        call(server, "POST", "/v1/chat/completions", b"{oops")  # the body
+        call(server, "POST", "/v1/chat/completions", chat_body("other-model"))
+        call(server, "POST", "/v1/chat/completions", chat_body(model_id, max_tokens=0))
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 3, refused
+    assert refused[0].startswith("request refused (400): ")
+    assert "not valid JSON" in refused[0] and model_id in refused[1]
+
+
+def test_conversation_keys_differ_between_runs_of_the_server():
+    import subprocess
+    import sys
+
+    code = (
+        "from app.server.conversation_index import ConversationIndex\n"
+        "print(ConversationIndex(lambda key: 0).acquire(('a',), 0).key)\n"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(keys) == 2 and all(k.startswith("server-") for k in keys), keys

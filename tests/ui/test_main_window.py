@@ -46,6 +46,7 @@ def test_keyboard_shortcuts(qtbot, window, send):
     qtbot.waitUntil(window.isActiveWindow, timeout=2000)
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert window.current.conversation_id is None
+    assert QApplication.focusWidget() is window.composer.edit  # ready to type
     qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     assert QApplication.focusWidget() is window.list_view.search_edit
     qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
@@ -66,7 +67,10 @@ def test_geometry_and_last_conversation_are_restored(
     # The offscreen screen is 800x600: a restored width is clamped to it, the height not.
     window.resize(820, 520)
     window.close()
-    assert (swapless_home / "window-state.ini").is_file()
+    state = swapless_home / "window-state.ini"
+    assert state.is_file()
+    # Private from its first write: the next start finds nothing to tighten.
+    assert state.stat().st_mode & 0o777 == 0o600
     with Store.open() as store:
         again = MainWindow(store, restore_state=True, load_last_model=False)
         qtbot.addWidget(again)

@@ -241,13 +241,25 @@ def check_model_fits(
     return budget - weights_bytes
 
 
-def check_request_fits(prompt_tokens: int, max_tokens: int, limit: int | None) -> None:
+def check_request_fits(
+    prompt_tokens: int,
+    max_tokens: int,
+    limit: int | None,
+    *,
+    limit_name: str = "the safe limit on this machine",
+    kv_bits: int | None = None,
+) -> None:
     """Refuse a request whose prompt plus generation could exceed the context limit.
 
     Args:
         prompt_tokens: Tokens the cache will hold before generating (whole history).
         max_tokens: Most tokens the request may generate.
         limit: The safe context limit (`max_safe_context`); ``None`` for no limit.
+        limit_name: What sets ``limit``, in words ("the model's trained context"):
+            the advice differs, since memory is helped by a smaller KV cache and the
+            trained context is not.
+        kv_bits: The request's KV precision when memory sets the limit (a coarser
+            one is suggested only if there is one); None suggests none.
 
     Raises:
         ValueError: A negative token count.
@@ -260,11 +272,15 @@ def check_request_fits(prompt_tokens: int, max_tokens: int, limit: int | None) -
         return
     needed = prompt_tokens + max_tokens
     if needed > limit:
+        advice = "Shorten the conversation or lower the maximum reply length"
+        if kv_bits is not None and kv_bits > 8:
+            advice += ", or use a quantized KV cache"
+        elif kv_bits is not None and kv_bits > 4:
+            advice += ", or use a 4-bit KV cache"
         raise BudgetError(
             f"This request needs up to {needed:,} tokens of context ({prompt_tokens:,} "
-            f"in the prompt + up to {max_tokens:,} to generate) but the safe limit on "
-            f"this machine is {limit:,} tokens. Shorten the conversation, lower the "
-            "maximum reply length, or use a quantized KV cache."
+            f"in the prompt + up to {max_tokens:,} to generate) but {limit_name} is "
+            f"{limit:,} tokens. {advice}."
         )
 
 

@@ -185,6 +185,35 @@ def max_safe_context(
     return within_trained_context(memory, budget.geometry.max_position_embeddings)
 
 
+def _request_limit(
+    budget: DeviceBudget | None, max_context: int | None, kv: KVSettings
+) -> tuple[int | None, str, int | None]:
+    """The tightest context limit of a request, what sets it, and the KV bits to name.
+
+    Returns:
+        The limit (None: none), its name in words, and the KV bits when memory sets
+        it (a smaller KV cache then helps; with the other limits it does not).
+    """
+    named: list[tuple[int, str, int | None]] = []
+    if max_context is not None:
+        named.append((max_context, "this conversation's context limit", None))
+    if budget is not None:
+        trained = budget.geometry.max_position_embeddings
+        if trained:
+            named.append((trained, "the model's trained context", None))
+        try:
+            memory = budget.max_context(kv.bits, kv.group_size, kv.aging)
+        except ValueError:
+            memory = None
+        if memory is not None:
+            name = f"the safe limit of this machine's memory at {kv.bits}-bit KV"
+            named.append((memory, name, kv.bits))
+    if not named:
+        return None, "", None
+    # Ties go to the limit listed first: the user's own setting, then the model's.
+    return min(named, key=lambda entry: entry[0])
+
+
 def check_request(
     budget: DeviceBudget | None,
     *,
@@ -209,16 +238,11 @@ def check_request(
     Raises:
         BudgetError: With the numbers.
     """
-    limits = [
-        limit
-        for limit in (
-            max_context,
-            max_safe_context(budget, kv.bits, kv.group_size, kv.aging),
+    limit, limit_name, kv_bits = _request_limit(budget, max_context, kv)
+    if limit is not None:
+        check_request_fits(
+            prompt_tokens, max_tokens, limit, limit_name=limit_name, kv_bits=kv_bits
         )
-        if limit is not None
-    ]
-    if limits:
-        check_request_fits(prompt_tokens, max_tokens, min(limits))
     if budget is not None:
         budget.check_growth(
             held_bytes,

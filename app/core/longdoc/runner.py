@@ -41,6 +41,7 @@ from app.core.longdoc.events import (
     SegmentStarted,
 )
 from app.core.longdoc.known_files import remember_file
+from app.core.longdoc.plan.mode import CLI_CONTROLS, Controls
 from app.core.longdoc.plan.planning import JOIN_SLACK, Planner, RunPlan
 from app.core.longdoc.plan.sizing import KVSizing
 from app.core.longdoc.plan.speed import SpeedRecord, remember_step
@@ -87,6 +88,7 @@ class LongDocumentRunner:
         cancel: The token that stops the run (a new one when None).
         speeds: Where speeds measured on this machine are kept and read for the
             estimates; the app home's file by default, None to measure nothing.
+        controls: The names of the controls a refusal advises (see `Controls`).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class LongDocumentRunner:
         clock: Callable[[], float] = time.perf_counter,
         cancel: CancelToken | None = None,
         speeds: SpeedRecord | None | Literal["default"] = "default",
+        controls: Controls = CLI_CONTROLS,
     ):
         self.engine = engine
         self.store = store
@@ -114,6 +117,7 @@ class LongDocumentRunner:
             sizing=sizing,
             budget_settings=budget_settings,
             speeds=self.speeds,
+            controls=controls,
         )
         # The engine polls the same token after every token and between prefill
         # chunks, so a cancel needs no handle (and no lock: it runs in signal handlers).
@@ -440,6 +444,7 @@ class LongDocumentRunner:
                     saver.text,
                     segment_texts(document.chunks(), plan.parts),
                     len(plan.parts),
+                    plan.question,
                 )
                 cited = sources_text(sources)
                 if cited:

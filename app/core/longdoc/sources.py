@@ -39,8 +39,22 @@ _COMMON_WORDS = """about above after again against also because been before bein
 _STOPWORDS = frozenset(_COMMON_WORDS.split())
 
 
-def answer_points(answer: str) -> list[str]:
-    """Split an answer into its points: list items, else paragraphs, else sentences."""
+MIN_LETTER_SHARE = 0.5
+"""A point needs at least this share of letters among its visible characters: a run of
+braces or a line of code is not a claim to trace."""
+_ECHO_WORDS = frozenset({"question", "answer", "summarize", "summary"})
+
+
+def answer_points(answer: str, question: str = "") -> list[str]:
+    """Split an answer into its points: list items, else paragraphs, else sentences.
+
+    What is not a claim is left out: a point that is mostly punctuation (``}}}}``),
+    one with no word to trace, and one that only repeats the question.
+
+    Args:
+        answer: The answer's text.
+        question: The question asked, so an echo of it is not listed as a point.
+    """
     lines = [line for line in answer.splitlines() if line.strip()]
     bullets = [line for line in lines if _BULLET.match(line)]
     if len(bullets) >= 2:
@@ -49,7 +63,17 @@ def answer_points(answer: str) -> list[str]:
         points = [p.strip() for p in re.split(r"\n\s*\n", answer) if p.strip()]
         if len(points) == 1:
             points = [s.strip() for s in _SENTENCE_END.split(points[0]) if s.strip()]
-    return points[:MAX_POINTS]
+    asked = content_words(question) | _ECHO_WORDS
+    kept = []
+    for point in points:
+        point = " ".join(point.split())  # one line, however the model wrapped it
+        visible = [c for c in point if not c.isspace()]
+        letters = sum(c.isalpha() for c in visible)
+        words = content_words(point)
+        if not words or letters < MIN_LETTER_SHARE * len(visible) or words <= asked:
+            continue
+        kept.append(point)
+    return kept[:MAX_POINTS]
 
 
 def content_words(text: str) -> set[str]:
@@ -74,7 +98,7 @@ def cited_segments(point: str, total: int) -> tuple[int, ...]:
 
 
 def find_sources(
-    answer: str, segments: Iterable[Segment], total: int
+    answer: str, segments: Iterable[Segment], total: int, question: str = ""
 ) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """Trace each point of ``answer`` to the segments (1-based) it most likely uses.
 
@@ -82,12 +106,13 @@ def find_sources(
         answer: The answer's text.
         segments: The document's segments with their text, in order (streamed).
         total: Number of segments.
+        question: The question asked (an answer's echo of it is not a point).
 
     Returns:
         ``(point, segment numbers)`` per point; an empty tuple of numbers when no
         segment shares a distinctive word with the point.
     """
-    points = answer_points(answer)
+    points = answer_points(answer, question)
     if not points:
         return ()
     wanted = [content_words(point) for point in points]

@@ -23,6 +23,7 @@ from app.core.errors import KnownError
 from app.core.files import bounded_read, paths
 from app.core.memory.snapshot import MemorySnapshot
 
+SOURCE_SHIPPED = "shipped"
 SOURCE_SWAPLESS = "swapless"
 SOURCE_HUGGING_FACE = "huggingface"
 SOURCE_LM_STUDIO = "lm-studio"
@@ -30,6 +31,7 @@ SOURCE_FOLDER = "folder"
 # The loaded model, when it lives outside every place searched (``--model DIR``).
 SOURCE_LOADED = "loaded"
 SOURCE_LABELS = {
+    SOURCE_SHIPPED: "Ships with Swapless",
     SOURCE_SWAPLESS: "Swapless",
     SOURCE_HUGGING_FACE: "Hugging Face cache",
     SOURCE_LM_STUDIO: "LM Studio",
@@ -50,6 +52,7 @@ class LocalModel:
         source: Where it was found (one of the ``SOURCE_*`` constants).
         size_bytes: Bytes of its files on disk (symlinks followed).
         is_demo: True for Swapless's demo model (random weights).
+        is_reference: True for the reference model shipped with Swapless.
     """
 
     name: str
@@ -57,6 +60,7 @@ class LocalModel:
     source: str
     size_bytes: int
     is_demo: bool = False
+    is_reference: bool = False
 
     @property
     def source_label(self) -> str:
@@ -118,6 +122,19 @@ class ModelVerdict:
         return (self.report or {}).get("kv_errors", {})
 
 
+REFERENCE_NAME = "Reference model"
+REFERENCE_EXPLANATION = (
+    "The reference model ships with Swapless and answers offline. It is tiny (3.7 "
+    "million parameters, trained on a CPU): it continues text in the style it read and "
+    "finds a fact given earlier in the conversation, but it is no assistant."
+)
+
+
+def reference_model_folder() -> Path:
+    """The reference model shipped with Swapless (``resources/quality/reference-model``)."""
+    return paths.resources_dir() / "quality" / "reference-model"
+
+
 def is_model_folder(folder: Path) -> bool:
     """True when ``folder`` holds a config.json and safetensors weights."""
     try:
@@ -165,6 +182,13 @@ def find_models(
         Models sorted by source then name; a folder found twice is listed once.
     """
     found: list[LocalModel] = []
+    reference = reference_model_folder()
+    if is_model_folder(reference):
+        found.append(
+            replace(
+                _model(REFERENCE_NAME, reference, SOURCE_SHIPPED), is_reference=True
+            )
+        )
     own = paths.models_dir()
     demo = paths.demo_model_dir()
     for folder in _model_folders_under(own, MAX_SEARCH_DEPTH):

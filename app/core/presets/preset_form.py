@@ -77,18 +77,22 @@ def label(field: str) -> str:
     return LABELS.get(field, field.replace("_", " ").capitalize()).split(" (")[0]
 
 
-def check_form(values: dict[str, Any]) -> tuple[Preset | None, list[FormProblem]]:
+def check_form(
+    values: dict[str, Any], trained_context: int | None = None
+) -> tuple[Preset | None, list[FormProblem]]:
     """Check the form's values.
 
     Args:
         values: Field name → value; numbers still as text when they did not parse.
+        trained_context: The loaded model's trained context, if known: settings past
+            it are warned about.
 
     Returns:
         The preset (None when a problem blocks it) and the problems, blocking first.
     """
     problems = [p for p in (_field_problem(k, v) for k, v in values.items()) if p]
     if not problems:
-        problems = _combination_problems(values)
+        problems = _combination_problems(values, trained_context)
     blocking = [p for p in problems if p.blocking]
     if blocking:
         return None, blocking + [p for p in problems if not p.blocking]
@@ -121,7 +125,9 @@ def _field_problem(field: str, value: Any) -> FormProblem | None:
     return None
 
 
-def _combination_problems(values: dict[str, Any]) -> list[FormProblem]:
+def _combination_problems(
+    values: dict[str, Any], trained_context: int | None = None
+) -> list[FormProblem]:
     context = values["max_context"]
     problems = []
     for field in ("max_tokens", "summary_max_tokens"):
@@ -147,6 +153,29 @@ def _combination_problems(values: dict[str, Any]) -> list[FormProblem]:
                 "max_tokens",
                 f"A reply may take more than half of {_IN_SENTENCE['max_context']}: "
                 "long conversations will be trimmed at almost every message.",
+                blocking=False,
+            )
+        )
+    kept = round(values["keep_ratio"] * context)
+    after_trim = kept + values["summary_max_tokens"] + values["max_tokens"]
+    if not problems and after_trim >= context:
+        problems.append(
+            FormProblem(
+                "keep_ratio",
+                f"{label('keep_ratio')} ({_number(kept)} tokens) plus "
+                f"{_IN_SENTENCE['summary_max_tokens']} and a reply fill "
+                f"{_IN_SENTENCE['max_context']} ({_number(context)} tokens): nearly "
+                "every message will trim. Lower one of them or raise the limit.",
+                blocking=False,
+            )
+        )
+    if trained_context and values["segment_tokens"] > trained_context:
+        problems.append(
+            FormProblem(
+                "segment_tokens",
+                f"{label('segment_tokens')} ({_number(values['segment_tokens'])}) is "
+                f"more than the loaded model was trained for ({_number(trained_context)} "
+                "tokens): documents are cut in segments that fit it instead.",
                 blocking=False,
             )
         )

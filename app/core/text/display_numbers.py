@@ -35,7 +35,8 @@ def format_stats(stats: ReplyStats) -> str:
     if stats.ttft_s is not None:
         parts.append(f"TTFT {stats.ttft_s:.2f} s")
     if stats.generated_tokens is not None:
-        parts.append(f"{format_count(stats.generated_tokens)} tokens")
+        noun = "token" if stats.generated_tokens == 1 else "tokens"
+        parts.append(f"{format_count(stats.generated_tokens)} {noun}")
     if stats.kv_bits is not None:
         parts.append("KV 16-bit" if stats.kv_bits == 16 else f"KV {stats.kv_bits}-bit")
     if stats.reused_tokens:
@@ -54,4 +55,8 @@ def message_footer(message: Message) -> str:
         return f"Failed: {message.error or 'unknown error'}"
     if message.state == "generating":
         return "Generating…"
+    if not message.content.strip():
+        # Not an empty bubble left unexplained: the model chose to stop at once.
+        ended = "No text: the model ended its reply at once"
+        return ended + (f" · {stats}" if stats else "")
     return stats

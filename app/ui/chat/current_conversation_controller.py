@@ -99,6 +99,11 @@ class CurrentConversationController(QObject):
         """The new chat on screen was just stored as ``conversation_id``."""
         self.conversation_id = conversation_id
         self.adopted.emit(conversation_id)
+        # A document read into a new chat stores it with long-document settings when
+        # the chat's preset does not read in segments: the picker follows at once.
+        stored = self.preset()
+        if stored != self._new_chat_preset:
+            self.preset_changed.emit(stored)
 
     def set_preset(self, preset: Preset) -> None:
         """Use ``preset`` from the next turn of the open conversation on."""

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -334,6 +335,8 @@ class TrimCardView(QFrame):
         self.summary_button.setText("Hide summary" if checked else "Show summary")
         if not checked:
             self.originals_button.setChecked(False)
+        else:
+            _reveal(self.summary_view)
 
     def _on_originals_button_toggled(self, checked: bool) -> None:
         if checked and not self.original_views:
@@ -350,3 +353,15 @@ class TrimCardView(QFrame):
             if checked
             else f"Show the {count} original {noun}"
         )
+
+
+def _reveal(widget: QWidget) -> None:
+    """Scroll the chat so ``widget`` (just opened) is in view, once it is laid out.
+
+    A summary opened on a card at the top of a long chat grew above the viewport.
+    """
+    area = widget.parentWidget()
+    while area is not None and not isinstance(area, QScrollArea):
+        area = area.parentWidget()
+    if area is not None:
+        QTimer.singleShot(0, lambda: area.ensureWidgetVisible(widget, 0, 40))

@@ -30,8 +30,8 @@ from app.ui.common.dialogs import show_error, show_failure
 log = logging.getLogger(__name__)
 
 NO_MODEL_REASON = (
-    "No model is loaded. Choose one in the model picker above, open Models… to "
-    "download or add one, or try the demo model."
+    "No model is loaded. Choose one in the model picker above (the reference model "
+    "ships with Swapless), or open Models… to download or add one."
 )
 LOADING_REASON = "Loading the model… you can type meanwhile; sending waits for it."
 NEW_CHAT = -1  # the worker's id for a new chat that failed before it was stored
@@ -346,7 +346,10 @@ class TurnController(QObject):
 
     def _on_worker_trim_started(self, conversation_id: int, event) -> None:
         if self.live_conversation_id == conversation_id:
-            self.set_footer(f"Summarising {messages_noun(event.dropped_messages)}…")
+            footer = f"Summarising {messages_noun(event.dropped_messages)}…"
+            if words := self.waiting():  # the summary waits for the model too
+                footer += f" {words}"
+            self.set_footer(footer)
 
     def _on_worker_trim_happened(self, conversation_id: int, outcome) -> None:
         log.info(

@@ -59,8 +59,9 @@ def confirm(
     box.setTextFormat(Qt.TextFormat.PlainText)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     yes = box.addButton(confirm_text, QMessageBox.ButtonRole.DestructiveRole)
-    box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(yes)
+    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+    # A destructive question must not be answered by a stray Enter.
+    box.setDefaultButton(cancel)
 
     def on_finished(_result: int) -> None:
         if box.clickedButton() is yes:

@@ -3,7 +3,8 @@
 A QLabel's minimum width is its whole text, so a long status line (the memory gauge's
 legend, the context meter's numbers) used to set the window's minimum width and grow a
 1280-px window past the screen after a model loaded. This label asks for its full width
-when there is room and otherwise shows what fits, ending in "…". Its text is given as
+when there is room and otherwise shows what fits, ending in "…", with the whole text as
+its tooltip unless it was given another one. Its text is given as
 plain parts, each with an optional colour: they are escaped here, so nothing from data
 can turn into markup.
 """
@@ -13,10 +14,14 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtCore import QSize, Qt
-from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QWidget
 
 ELLIPSIS = "…"
+MUTED = "palette:muted"
+"""A part's colour: secondary text, resolved from the palette when drawn (themes)."""
+WARNING = "palette:warning"
+"""A part's colour: warning text that reads on the current theme's background."""
 _WHITESPACE = re.compile(r"\s+")  # one line: newlines and tabs become spaces
 
 
@@ -66,9 +71,28 @@ class ElidedLabel(QLabel):
             self.fontMetrics().height() + margins.top() + margins.bottom(),
         )
 
+    def event(self, event: QEvent) -> bool:
+        # Cut text is never lost: hovering shows the whole of it (an explicit tooltip,
+        # or the parent's, still wins when there is one).
+        if (
+            event.type() == QEvent.Type.ToolTip
+            and self.elided
+            and not self.toolTip()
+            and not _has_tooltip_above(self)
+        ):
+            QToolTip.showText(event.globalPos(), self.full_text, self)
+            return True
+        return super().event(event)
+
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._shown = ""  # palette colours are resolved again for the new theme
+            self._fit()
 
     def _fit(self) -> None:
         metrics = self.fontMetrics()
@@ -85,7 +109,7 @@ class ElidedLabel(QLabel):
                 if not text.endswith(ELLIPSIS):
                     text = (text + ELLIPSIS) if text else ELLIPSIS
                 elided = True
-            shown.append(_span(text, colour))
+            shown.append(_span(text, self._resolved(colour)))
             used += width
             if elided:
                 break
@@ -94,6 +118,24 @@ class ElidedLabel(QLabel):
         if markup != self._shown:
             self._shown = markup
             self.setText(markup)
+
+    def _resolved(self, colour: str | None) -> str | None:
+        from app.ui.common.theme import muted_colour, warning_colour
+
+        if colour == MUTED:
+            return muted_colour(self.palette())
+        if colour == WARNING:
+            return warning_colour(self.palette())
+        return colour
+
+
+def _has_tooltip_above(widget: QWidget) -> bool:
+    parent = widget.parentWidget()
+    while parent is not None:
+        if parent.toolTip():
+            return True
+        parent = parent.parentWidget()
+    return False
 
 
 def _span(text: str, colour: str | None) -> str:

@@ -34,6 +34,34 @@ SEGMENT_COLOURS = {
 }
 
 
+# Secondary text (hints, footers, "not measured"), chosen for WCAG AA (4.5:1) on every
+# background it is drawn on in that theme: window, text fields, list rows, buttons and
+# tooltips (tests/ui/common/test_theme_contrast.py computes it).
+MUTED_TEXT = {"light": "#59636e", "dark": "#959da5"}
+# Warnings written as text (a preset whose compression fails on this model).
+WARNING_TEXT = {"light": "#8a5a00", "dark": "#e3b341"}
+# Errors written as text (a refused setting, a failed download).
+ERROR_TEXT = {"light": "#cf222e", "dark": "#ff7b72"}
+
+
+def muted_colour(palette: QPalette | None = None) -> str:
+    """The colour of secondary text in ``palette`` (the application's by default)."""
+    palette = palette or QApplication.palette()
+    return palette.color(QPalette.ColorRole.PlaceholderText).name()
+
+
+def warning_colour(palette: QPalette | None = None) -> str:
+    """The colour of warning text that reads on ``palette``'s background."""
+    palette = palette or QApplication.palette()
+    return WARNING_TEXT["dark" if is_dark(palette) else "light"]
+
+
+def error_colour(palette: QPalette | None = None) -> str:
+    """The colour of error text that reads on ``palette``'s background."""
+    palette = palette or QApplication.palette()
+    return ERROR_TEXT["dark" if is_dark(palette) else "light"]
+
+
 def apply_theme(app: QApplication, name: str) -> None:
     """Switch the whole application to ``system``, ``light`` or ``dark``."""
     if not _original:
@@ -102,7 +130,7 @@ def _dark_palette() -> QPalette:
             role.AlternateBase: "#1c2128",
             role.ToolTipBase: "#2d333b",
             role.ToolTipText: "#e6edf3",
-            role.PlaceholderText: "#7d8590",
+            role.PlaceholderText: MUTED_TEXT["dark"],
             role.Text: "#e6edf3",
             role.Button: "#2d333b",
             role.ButtonText: "#e6edf3",
@@ -128,7 +156,7 @@ def _light_palette() -> QPalette:
             role.AlternateBase: "#eef2f6",
             role.ToolTipBase: "#ffffff",
             role.ToolTipText: "#1f2328",
-            role.PlaceholderText: "#818b98",
+            role.PlaceholderText: MUTED_TEXT["light"],
             role.Text: "#1f2328",
             role.Button: "#f0f3f6",
             role.ButtonText: "#1f2328",

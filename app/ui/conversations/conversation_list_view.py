@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.core.store.records import Conversation, SearchHit
 from app.ui.common.plain_text import plain_tooltip
+from app.ui.common.theme import muted_colour
 
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 200
@@ -65,6 +66,10 @@ class ConversationListView(QWidget):
         self.search_edit.setPlaceholderText("Search all messages")
         self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self._on_search_edit_text_changed)
+        self.search_edit.setToolTip(
+            "Search every message (Ctrl+F); Down or Enter goes to the results, Esc clears"
+        )
+        self.search_edit.installEventFilter(self)
         top.addWidget(self.search_edit, 1)
         layout.addLayout(top)
         self.new_button = QPushButton("+  New chat")
@@ -102,6 +107,7 @@ class ConversationListView(QWidget):
         self.results.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.results.itemClicked.connect(self._on_results_item_clicked)
         self.results.itemActivated.connect(self._on_results_item_clicked)
+        self.results.viewport().installEventFilter(self)
         results_layout.addWidget(self.results, 1)
         self.stack.addWidget(results)
         layout.addWidget(self.stack, 1)
@@ -210,6 +216,34 @@ class ConversationListView(QWidget):
 
     # -- search ------------------------------------------------------------------------
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """The search box's keys: Down/Enter enter the results, Esc clears the search."""
+        results = getattr(self, "results", None)  # events come during construction
+        if results is not None and watched is results.viewport():
+            if event.type() == QEvent.Type.Resize:
+                self._fit_results()
+        elif watched is self.search_edit and event.type() == QEvent.Type.KeyPress:
+            key = event.key()
+            if key == Qt.Key.Key_Escape and self.search_edit.text():
+                self.clear_search()
+                return True
+            if key in (Qt.Key.Key_Down, Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                return self._enter_results(activate=key != Qt.Key.Key_Down)
+        return super().eventFilter(watched, event)
+
+    def _enter_results(self, activate: bool) -> bool:
+        """Move the keyboard into the results (Enter also opens the first hit)."""
+        if self.search_edit.text().strip() and self._search_timer.isActive():
+            self._search_timer.stop()
+            self._on_search_timer_timeout()  # search now, not after the typing pause
+        if self.stack.currentIndex() != 1 or self.results.count() == 0:
+            return False
+        self.results.setCurrentRow(0)
+        self.results.setFocus()
+        if activate:
+            self._on_results_item_clicked(self.results.item(0))
+        return True
+
     def focus_search(self) -> None:
         """Put the cursor in the search box, selecting what is there."""
         self.search_edit.setFocus()
@@ -231,7 +265,7 @@ class ConversationListView(QWidget):
             )
             label = QLabel(
                 f"<b>{html.escape(hit.conversation_title or UNTITLED)}</b>"
-                f" <span style='color: gray'>({where})</span><br/>{snippet_html(hit.snippet)}"
+                f" <span style='color: {muted_colour()}'>({where})</span><br/>{snippet_html(hit.snippet)}"
             )
             label.setWordWrap(True)
             label.setContentsMargins(4, 4, 4, 4)
@@ -242,9 +276,21 @@ class ConversationListView(QWidget):
             item.setToolTip(plain_tooltip(hit.snippet))
             self.results.addItem(item)
             self.results.setItemWidget(item, label)
-            width = max(self.results.viewport().width() - 8, 160)
-            item.setSizeHint(QSize(width, label.heightForWidth(width) + 4))
+        self._fit_results()
         self.stack.setCurrentIndex(1)
+
+    def _fit_results(self) -> None:
+        """Size each result to its text at the list's width (again on every resize).
+
+        Sized once, a result kept the height of the width it was made at, and its
+        last lines were cut off without a sign when the list got narrower.
+        """
+        width = max(self.results.viewport().width() - 8, 160)
+        for row in range(self.results.count()):
+            item = self.results.item(row)
+            label = self.results.itemWidget(item)
+            if label is not None:
+                item.setSizeHint(QSize(width, label.heightForWidth(width) + 4))
 
     def clear_search(self) -> None:
         """Empty the search box and show the conversations again."""

@@ -71,6 +71,10 @@ class DocumentCardView(QFrame):
             button.clicked.connect(signal)
             header.addWidget(button)
         column.addLayout(header)
+        # The question typed before attaching: it left the message box, so it is here.
+        self.question_label = ElidedLabel()
+        self.question_label.setObjectName("documentQuestion")
+        column.addWidget(self.question_label)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, PROGRESS_STEPS)
         self.progress_bar.setTextVisible(False)
@@ -128,6 +132,15 @@ class DocumentCardView(QFrame):
         self.line_label.set_plain(text)
         self.line_label.setToolTip(plain_tooltip(text))
 
+    def set_question(self, question: str) -> None:
+        """Show the question the reading answers ("" asks for a summary)."""
+        text = question.strip()
+        self.question_label.set_plain(
+            f"Question: {text}" if text else "Question: none (a summary is written)"
+        )
+        self.question_label.setToolTip(plain_tooltip(text) if text else "")
+        self.question_label.show()
+
     def set_notes(self, title: str, text: str) -> None:
         """Show notes (or the answer being written) under the bar."""
         self.notes_label.setText(title)
@@ -150,6 +163,7 @@ class DocumentCardView(QFrame):
         ):
             button.setVisible(button in buttons)
         self.progress_bar.hide()
+        self.question_label.hide()
         self.set_notes("", "")
         self.show()
 

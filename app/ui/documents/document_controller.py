@@ -134,6 +134,22 @@ class DocumentController(QObject):
             None,
         )
 
+    def waiting_words(self) -> str | None:
+        """What a reply in another conversation shows while it waits for the reading.
+
+        The reading holds the model's thread between its steps, so a message sent
+        elsewhere starts (or its summary is written) when a step ends; the footer says
+        so instead of a silent "Summarising…".
+        """
+        reading = self.active
+        if reading is None or reading.phase != "running":
+            return None
+        return (
+            f"Waiting for the model: it is reading {reading.name} "
+            f"({round(100 * reading.fraction)} %); Stop on its card ends the reading "
+            "and keeps its notes."
+        )
+
     @property
     def busy(self) -> bool:
         """True while a document is planned or read (the model must not change)."""
@@ -252,6 +268,11 @@ class DocumentController(QObject):
         reading = self.shown()
         if reading is not None and reading.phase in ("planned", "stopped"):
             del self.readings[reading.key]
+            # The question left the message box when the file was attached: give it
+            # back, unless something new was typed since.
+            question = reading.request.question
+            if reading.phase == "planned" and question and not self._composer.text():
+                self._composer.set_text(question)
             self._show_card()
 
     def shutdown(self) -> None:
@@ -314,8 +335,10 @@ class DocumentController(QObject):
             return
         if reading.phase == "planning":
             card.show_planning(reading.name, reading.line)
+            card.set_question(reading.request.question)
         elif reading.phase == "planned":
             self._show_plan(reading)
+            card.set_question(reading.request.question)
         elif reading.phase == "running":
             if card.isHidden() or not card.stop_button.isVisible():
                 card.show_running(reading.name, reading.line)

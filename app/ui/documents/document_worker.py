@@ -33,6 +33,16 @@ if TYPE_CHECKING:  # imported on the worker thread, where they are used
 log = logging.getLogger(__name__)
 
 
+# A refusal in the window names the window's controls, not the command's options
+# (`app.core.longdoc.plan.mode.Controls`; long-document mode is imported when used).
+APP_CONTROL_NAMES = {
+    "segments": "Read in segments on the card",
+    "segment_tokens": "Segment size in Edit preset…",
+    "notes_tokens": "Summary length in Edit preset…",
+    "max_tokens": "Reply length in Edit preset…",
+}
+
+
 @dataclass(frozen=True)
 class DocumentRequest:
     """What the user asked to read.
@@ -143,6 +153,7 @@ class DocumentWorker(QObject):
 
     def _runner(self, preset: Preset, token: CancelToken):
         from app.core.longdoc import LongDocumentRunner
+        from app.core.longdoc.plan.mode import Controls
 
         return LongDocumentRunner(
             self.engine,
@@ -150,6 +161,7 @@ class DocumentWorker(QObject):
             preset,
             budget_settings=self.settings.budget(),
             cancel=token,
+            controls=Controls(**APP_CONTROL_NAMES),
         )
 
     @Slot(object, object)

@@ -13,6 +13,7 @@ window's lifetime, so a download (or a quality check) goes on while it is hidden
 
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from pathlib import Path
@@ -37,10 +38,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import KnownError
-from app.core.models.model_catalog import SOURCE_FOLDER, LocalModel, ModelVerdict
+from app.core.models.model_catalog import (
+    REFERENCE_EXPLANATION,
+    SOURCE_FOLDER,
+    LocalModel,
+    ModelVerdict,
+)
 from app.core.models.model_verdict_text import verdict_details
 from app.core.text.display_numbers import format_bytes
 from app.ui.common.background import TaskSet
+from app.ui.common.theme import error_colour
 from app.ui.models.quality_panel_view import QualityPanelView
 from app.ui.models.welcome_view import DEMO_EXPLANATION
 
@@ -196,11 +203,17 @@ class ModelManagerDialog(QDialog):
         self.table.setRowCount(len(models))
         for row, model in enumerate(models):
             marks = ("  (demo)" if model.is_demo else "") + (
+                "  · tiny, answers offline" if model.is_reference else ""
+            )
+            marks += (
                 "  · loaded" if loaded is not None and str(model.path) == loaded else ""
             )
             name = QTableWidgetItem(model.name + marks)
             name.setData(PATH_ROLE, str(model.path))
-            name.setToolTip(str(model.path))
+            tip = str(model.path)
+            if model.is_reference:
+                tip = f"{REFERENCE_EXPLANATION}\n{tip}"
+            name.setToolTip(tip)
             self.table.setItem(row, 0, name)
             self.table.setItem(row, 1, QTableWidgetItem(model.source_label))
             size = QTableWidgetItem(format_bytes(model.size_bytes))
@@ -313,9 +326,10 @@ class ModelManagerDialog(QDialog):
                 "config.json and weight headers: nothing is loaded to find out.</p>"
             )
             return
-        self.details.setHtml(
-            verdict_details(model, self._verdicts.get(str(model.path)))
-        )
+        details = verdict_details(model, self._verdicts.get(str(model.path)))
+        if model.is_reference:
+            details = f"<p>{html.escape(REFERENCE_EXPLANATION)}</p>{details}"
+        self.details.setHtml(details)
 
     def _on_table_item_selection_changed(self) -> None:
         self._update_buttons()
@@ -456,7 +470,7 @@ class ModelManagerDialog(QDialog):
         self._download_error(message)
 
     def _download_error(self, message: str) -> None:
-        self.download_status.setStyleSheet("color: #cf222e;")
+        self.download_status.setStyleSheet(f"color: {error_colour()};")
         self.download_status.setText(message)
         self.download_failed.emit(message)
 

@@ -1,13 +1,16 @@
 """The first-start panel, shown while no model is loaded and no conversation is open.
 
-It explains what Swapless does in two sentences and offers the two ways to start: the
-model manager (a real model) and the demo model, whose replies are noise, said plainly.
+It explains what Swapless does in two sentences and offers the three ways to start: the
+model manager (a real model), the reference model that ships with Swapless (tiny, but
+it answers offline) and the demo model, whose replies are noise; each said plainly.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.core.models.model_catalog import REFERENCE_EXPLANATION
 
 DEMO_EXPLANATION = (
     "The demo model is tiny and has random weights: it is built on this machine in a "
@@ -17,11 +20,17 @@ DEMO_EXPLANATION = (
     "one."
 )
 
+REFERENCE_LINE = (
+    "The reference model ships with Swapless and answers offline: it is tiny, so it "
+    "continues text and recalls a fact you gave it, but it is no assistant."
+)
+
 
 class WelcomeView(QWidget):
     """Welcome text with "Open the model manager" and "Try the demo model"."""
 
     models_requested = Signal()
+    reference_requested = Signal()
     demo_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
@@ -48,11 +57,21 @@ class WelcomeView(QWidget):
         self.models_button.setDefault(True)
         self.models_button.clicked.connect(self.models_requested)
         buttons.addWidget(self.models_button)
+        self.reference_button = QPushButton("Try the reference model")
+        self.reference_button.setToolTip(REFERENCE_EXPLANATION)
+        self.reference_button.clicked.connect(self.reference_requested)
+        buttons.addWidget(self.reference_button)
         self.demo_button = QPushButton("Try the demo model")
         self.demo_button.clicked.connect(self.demo_requested)
         buttons.addWidget(self.demo_button)
         buttons.addStretch(1)
         column.addLayout(buttons)
+        reference = QLabel(REFERENCE_LINE)
+        reference.setObjectName("referenceExplanation")
+        reference.setWordWrap(True)
+        reference.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        reference.setStyleSheet("color: palette(placeholder-text);")
+        column.addWidget(reference)
         demo = QLabel(DEMO_EXPLANATION)
         demo.setObjectName("demoExplanation")
         demo.setWordWrap(True)
@@ -72,5 +91,6 @@ class WelcomeView(QWidget):
     def set_loading(self, loading: bool, text: str = "") -> None:
         """Disable the buttons while a model loads."""
         self.models_button.setEnabled(not loading)
+        self.reference_button.setEnabled(not loading)
         self.demo_button.setEnabled(not loading)
         self.demo_button.setText(text or "Try the demo model")

@@ -51,6 +51,7 @@ from app.core.presets.presets import (
     save_user_preset,
 )
 from app.core.quality.preset_quality import preset_quality
+from app.ui.common.theme import error_colour, warning_colour
 
 CHOICES = {
     "kv_bits": VALID_KV_BITS,
@@ -95,12 +96,18 @@ class PresetEditorDialog(QDialog):
     preset_saved = Signal(object)
 
     def __init__(
-        self, preset: Preset, parent: QWidget | None = None, quality: dict | None = None
+        self,
+        preset: Preset,
+        parent: QWidget | None = None,
+        quality: dict | None = None,
+        trained_context: int | None = None,
     ):
         super().__init__(parent)
         self._quality = quality
+        self._trained_context = trained_context
         self.setWindowTitle("Edit preset")
-        self.setMinimumSize(560, 620)
+        # Wide enough for the longest label beside its field without a scrollbar.
+        self.setMinimumSize(720, 620)
         self._fields = {f.name: f for f in fields(Preset)}
         self.editors: dict[str, QWidget] = {}
         self._preset: Preset | None = preset
@@ -129,6 +136,7 @@ class PresetEditorDialog(QDialog):
                 form.addRow(label, editor)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(form_widget)
         layout.addWidget(scroll, 1)
 
@@ -217,12 +225,13 @@ class PresetEditorDialog(QDialog):
 
     def validate(self, *_args) -> bool:
         """Check the form; mark the fields at fault and say why in the form's words."""
-        self._preset, problems = check_form(self.values())
+        self._preset, problems = check_form(self.values(), self._trained_context)
         marked = {p.field for p in problems if p.blocking}
         for name, editor in self.editors.items():
             editor.setStyleSheet(PROBLEM_STYLE if name in marked else "")
         if problems:
-            colour = ERROR_COLOUR if self._preset is None else WARNING_COLOUR
+            # Per theme, so the sentence reads on light and dark alike.
+            colour = error_colour() if self._preset is None else warning_colour()
             self._say("\n".join(p.message for p in problems), colour)
         else:
             self.error_label.hide()

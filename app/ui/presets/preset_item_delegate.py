@@ -14,9 +14,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QStyledItemDelegate
 
+from app.ui.common.theme import warning_colour
+
 QUALITY_ROLE = Qt.ItemDataRole.UserRole + 1  # the phrase beside the preset, or None
 WARNING_ROLE = Qt.ItemDataRole.UserRole + 2  # the warning text, or None
 WARNING_COLOUR = "#cf222e"
+"""The warning icon's colour (text uses `theme.warning_colour`, readable per theme)."""
 SEPARATOR = "  —  "
 
 
@@ -29,4 +32,5 @@ class PresetItemDelegate(QStyledItemDelegate):
         if line:
             option.text = f"{option.text}{SEPARATOR}{line}"
         if index.data(WARNING_ROLE):
-            option.palette.setColor(QPalette.ColorRole.Text, QColor(WARNING_COLOUR))
+            colour = warning_colour(option.palette)
+            option.palette.setColor(QPalette.ColorRole.Text, QColor(colour))

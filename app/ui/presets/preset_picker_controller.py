@@ -16,17 +16,18 @@ changed for the user. With nothing measured the label says so, muted.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QStyle
 
-from app.core.errors import SettingsError
+from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import Preset, all_presets, get_preset
 from app.core.quality.preset_quality import PresetQuality, preset_quality
 from app.ui.common.dialogs import show_error
+from app.ui.common.elided_label import MUTED, WARNING
 from app.ui.presets.preset_item_delegate import (
     QUALITY_ROLE,
-    WARNING_COLOUR,
     WARNING_ROLE,
     PresetItemDelegate,
 )
@@ -44,10 +45,13 @@ class PresetPickerController(QObject):
         window: Parent of the dialogs.
         quality: The `QualityCheckController` (stored results of the loaded model),
             or None for no annotations.
+        models: The `ModelController` (the editor warns past the loaded model's
+            trained context), or None.
     """
 
-    def __init__(self, toolbar, current, window, quality=None):
+    def __init__(self, toolbar, current, window, quality=None, models=None):
         super().__init__(window)
+        self._models = models
         self._combo = toolbar.preset_combo
         self._label = toolbar.preset_quality_label
         self._current = current
@@ -118,14 +122,13 @@ class PresetPickerController(QObject):
             self._label.set_parts([])
             self._label.setToolTip("")
         elif quality.warning:
-            self._label.set_parts([("⚠ " + quality.summary, WARNING_COLOUR)])
+            self._label.set_parts([("⚠ " + quality.summary, WARNING)])
             self._label.setToolTip(quality.warning)
         elif quality.measured:
             self._label.set_parts([(quality.summary, None)])
             self._label.setToolTip("\n".join(quality.lines()))
         else:
-            muted = self._label.palette().color(QPalette.ColorRole.PlaceholderText)
-            self._label.set_parts([(quality.summary, muted.name())])
+            self._label.set_parts([(quality.summary, MUTED)])
             self._label.setToolTip(
                 "Models… → Check quality measures what this preset's compression "
                 "costs in answers on the loaded model."
@@ -171,8 +174,12 @@ class PresetPickerController(QObject):
         """Edit the open conversation's preset (or save a copy as a user preset)."""
         from app.ui.presets.preset_editor_dialog import PresetEditorDialog
 
+        info = self._models.info if self._models is not None else None
         self.editor = PresetEditorDialog(
-            self._current.preset(), self._window, quality=self._stored
+            self._current.preset(),
+            self._window,
+            quality=self._stored,
+            trained_context=_trained_context(info),
         )
         self.editor.preset_applied.connect(self._current.set_preset)
         self.editor.preset_saved.connect(lambda _preset: self.fill())
@@ -194,3 +201,15 @@ class PresetPickerController(QObject):
             self.select(current)
             return
         self._current.set_preset(preset)
+
+
+def _trained_context(info) -> int | None:
+    """The loaded model's trained context, from its config (None when unknown)."""
+    if info is None:
+        return None
+    from app.core.budget.model_geometry import read_geometry
+
+    try:
+        return read_geometry(Path(info.folder)).max_position_embeddings
+    except (KnownError, OSError, ValueError):
+        return None

@@ -29,6 +29,7 @@ from app.core.budget.memory_budget import (
 )
 from app.core.errors import SettingsError
 from app.core.settings import GIB, SERVER_PORT_RANGE, VALID_THEMES, AppSettings
+from app.ui.common.theme import error_colour
 
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
 
@@ -148,7 +149,6 @@ class SettingsDialog(QDialog):
         self.error_label = QLabel()
         self.error_label.setObjectName("settingsError")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #cf222e;")
         self.error_label.hide()
         layout.addWidget(self.error_label)
         self.buttons = QDialogButtonBox(
@@ -190,6 +190,8 @@ class SettingsDialog(QDialog):
             self.result_settings()
         except SettingsError as exc:
             self.error_label.setText(str(exc))
+            # Coloured when shown, for the theme in use now.
+            self.error_label.setStyleSheet(f"color: {error_colour()};")
             self.error_label.show()
             self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(False)
             return False

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.core.text.display_numbers import format_bytes, format_count
 from app.ui.common.elided_label import ElidedLabel
-from app.ui.common.theme import PRESSURE_COLOURS
+from app.ui.common.theme import PRESSURE_COLOURS, muted_colour
 
 NO_MODEL = "no model loaded"
 
@@ -46,7 +46,8 @@ def meter_text(state, streamed: int = 0) -> str:
     approx = "" if state.exact and not streamed else "≈"
     limit = f"{format_count(state.effective_limit)}"
     if state.preset_limit > state.effective_limit:
-        limit += f" (preset {format_count(state.preset_limit)}, less fits this model and device)"
+        # The tooltip says why (the model's trained context or this machine's memory).
+        limit += " (capped)"
     tiers = _tiers(state)
     if tiers:
         held = " · ".join(
@@ -54,12 +55,17 @@ def meter_text(state, streamed: int = 0) -> str:
         )
         precision = f"aged ({held})" if held else "aged"
     else:
-        bits = "16-bit" if state.kv_bits == 16 else f"{state.kv_bits}-bit"
-        precision = f"at {bits}"
-    trims = "1 trim" if state.trims == 1 else f"{state.trims} trims"
+        precision = f"{state.kv_bits}-bit"
+    # No trims yet is the usual case: said in the tooltip, not on the line.
+    trims = (
+        ""
+        if not state.trims
+        else (" · 1 trim" if state.trims == 1 else f" · {state.trims} trims")
+    )
+    # "chat KV": this conversation's cache, where the memory gauge counts every one.
     return (
-        f"{approx}{format_count(tokens)} / {limit} tokens · KV "
-        f"{format_bytes(state.kv_bytes)} {precision} · {trims}"
+        f"{approx}{format_count(tokens)} / {limit} tokens · chat KV "
+        f"{approx}{format_bytes(state.kv_bytes)} {precision}{trims}"
     )
 
 
@@ -69,7 +75,7 @@ def _tier_rows(state) -> str:
         rows.append(
             f"<tr><td>&nbsp;&nbsp;{tier.name}</td><td>&nbsp;"
             f"{format_count(tier.tokens)} tokens, {format_bytes(tier.nbytes)}</td>"
-            f"<td style='color: gray'>{tier.precision}</td></tr>"
+            f"<td style='color: {muted_colour()}'>{tier.precision}</td></tr>"
         )
     return "".join(rows)
 
@@ -79,27 +85,27 @@ def meter_tooltip(state) -> str:
     return (
         "<p><b>Context</b></p><table>"
         f"<tr><td><b>Held</b></td><td>&nbsp;{format_count(state.tokens)} tokens</td>"
-        "<td style='color: gray'>tokens of this conversation in the KV cache "
+        f"<td style='color: {muted_colour()}'>tokens of this conversation in the KV cache "
         f"({'measured on the cache' if state.exact else 'estimated from the prompt'})</td></tr>"
         f"<tr><td><b>Limit</b></td><td>&nbsp;{format_count(state.effective_limit)}</td>"
-        "<td style='color: gray'>the smaller of the preset's max_context "
+        f"<td style='color: {muted_colour()}'>the smaller of the preset's max_context "
         f"({format_count(state.preset_limit)}), the model's trained context and this device's "
         "max safe context</td></tr>"
         f"<tr><td><b>Next trim</b></td><td>&nbsp;{format_count(state.next_trim_at)}</td>"
-        "<td style='color: gray'>once this many tokens are held, the next message first "
+        f"<td style='color: {muted_colour()}'>once this many tokens are held, the next message first "
         "summarises the oldest turns (room is kept for a whole reply); earlier under "
         "memory pressure</td></tr>"
         f"<tr><td><b>KV cache</b></td><td>&nbsp;{format_bytes(state.kv_bytes)}</td>"
         + (
-            "<td style='color: gray'>aged: the newest tokens exact, older ones less "
+            f"<td style='color: {muted_colour()}'>aged: the newest tokens exact, older ones less "
             f"precise ({getattr(state, 'kv_aging', '')}); per tier, newest first:"
             "</td></tr>" + _tier_rows(state)
             if _tiers(state)
-            else f"<td style='color: gray'>bytes at {state.kv_bits}-bit precision"
+            else f"<td style='color: {muted_colour()}'>bytes at {state.kv_bits}-bit precision"
             "</td></tr>"
         )
         + f"<tr><td><b>Trims</b></td><td>&nbsp;{state.trims}</td>"
-        "<td style='color: gray'>summaries written for this conversation so far</td></tr>"
+        f"<td style='color: {muted_colour()}'>summaries written for this conversation so far</td></tr>"
         "</table>"
     )
 
@@ -163,9 +169,15 @@ class ContextMeterView(QWidget):
         self.title_label = QLabel("<b>Context</b>")
         layout.addWidget(self.title_label)
         self.bar = _MeterBar(self)
-        self.bar.setMaximumWidth(160)
+        self.bar.setMaximumWidth(120)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel(NO_MODEL)
+        # Room for "≈1,234 / 4,096 tokens · chat KV …" however the row is shared.
+        self.text_label.setMinimumWidth(
+            self.text_label.fontMetrics().horizontalAdvance(
+                "≈12,345 / 32,768 tokens · chat KV"
+            )
+        )
         layout.addWidget(self.text_label)
 
     def set_state(self, state, note: str = "") -> None:

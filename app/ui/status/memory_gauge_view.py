@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 from app.core.memory.snapshot import MemorySnapshot
 from app.core.text.display_numbers import format_bytes
 from app.ui.common.elided_label import ElidedLabel
-from app.ui.common.theme import PRESSURE_COLOURS, SEGMENT_COLOURS
+from app.ui.common.theme import PRESSURE_COLOURS, SEGMENT_COLOURS, muted_colour
 
 HISTORY_SAMPLES = 360  # three minutes at one sample per 500 ms
 
@@ -101,7 +101,7 @@ def gauge_tooltip(snapshot: MemorySnapshot, weights_bytes: int) -> str:
     )
     body = "".join(
         f"<tr><td><b>{name}</b></td><td>&nbsp;{value}&nbsp;</td>"
-        f"<td style='color: gray'>{why}</td></tr>"
+        f"<td style='color: {muted_colour()}'>{why}</td></tr>"
         for name, value, why in rows
     )
     return (
@@ -193,8 +193,16 @@ class MemoryGaugeView(QWidget):
         self.title_label = QLabel("<b>Memory</b>")
         layout.addWidget(self.title_label)
         self.bar = _MemoryBar(self)
+        # The numbers come first: the bar takes what they leave, up to this.
+        self.bar.setMaximumWidth(100)
         layout.addWidget(self.bar, 1)
         self.text_label = ElidedLabel("sampling…")
+        # Room for "■ model 4.2 GiB ■ all KV 300 MiB" whatever else the row holds.
+        self.text_label.setMinimumWidth(
+            self.text_label.fontMetrics().horizontalAdvance(
+                "■ model 14.0 GiB ■ all KV 300.0 MiB"
+            )
+        )
         layout.addWidget(self.text_label)
         self.sparkline = _Sparkline(self)
         layout.addWidget(self.sparkline)
@@ -227,19 +235,19 @@ class MemoryGaugeView(QWidget):
             self.samples += 1
             used = 1 - snapshot.available_fraction
             self.sparkline.values.append(min(max(used, 0.0), 1.0))
-        swap = format_bytes(snapshot.swap_used) if snapshot.swap_total else "none"
+        # The total and an unused swap are in the tooltip: the line keeps what changes.
+        swap = (
+            f"swap {format_bytes(snapshot.swap_used)} · " if snapshot.swap_used else ""
+        )
         parts: list[tuple[str, str | None]] = []
-        for key, name in (("weights", "model"), ("kv", "KV"), ("other", "other")):
+        # "all KV": every cache in memory (the context meter shows one chat's).
+        for key, name in (("weights", "model"), ("kv", "all KV"), ("other", "other")):
             parts += [
                 ("■", SEGMENT_COLOURS[key]),
                 (f" {name} {format_bytes(getattr(segments, key))} ", None),
             ]
         parts += [
-            (
-                f"· {format_bytes(segments.free)} free of "
-                f"{format_bytes(snapshot.total_bytes)} · swap {swap} · ",
-                None,
-            ),
+            (f"· {format_bytes(segments.free)} free · {swap}", None),
             (f"● {level}", PRESSURE_COLOURS[level]),
         ]
         self.text_label.set_parts(parts)

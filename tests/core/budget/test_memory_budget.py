@@ -135,6 +135,22 @@ def test_check_request_fits():
         check_request_fits(10, -1, 100)
 
 
+@pytest.mark.parametrize(
+    ("kv_bits", "advice"),
+    [(16, "or use a quantized KV cache."), (8, "or use a 4-bit KV cache."), (4, None)],
+)
+def test_a_refusal_suggests_a_smaller_kv_cache_only_when_there_is_one(kv_bits, advice):
+    name = f"the safe limit of this machine's memory at {kv_bits}-bit KV"
+    with pytest.raises(BudgetError) as info:
+        check_request_fits(900, 200, 1024, limit_name=name, kv_bits=kv_bits)
+    message = str(info.value)
+    assert f"but {name} is 1,024 tokens" in message
+    if advice is None:
+        assert "KV cache" not in message
+    else:
+        assert message.endswith(advice)
+
+
 def test_check_kv_growth_counts_whole_allocation_steps(geometry):
     per_token = bytes_per_token(geometry("llama-3.1-8b-instruct"))
     current = 1024 * per_token

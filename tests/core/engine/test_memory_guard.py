@@ -48,7 +48,8 @@ def test_device_limit_refuses_an_over_long_prompt_with_the_numbers(tiny_model_di
     sampling = SamplingSettings(temperature=0.0, max_tokens=8)
     with pytest.raises(
         BudgetError,
-        match=r"needs up to [\d,]+ tokens .* safe limit on this machine is 1,024",
+        match=r"needs up to [\d,]+ tokens .* safe limit of this machine's memory at "
+        r"16-bit KV is 1,024 tokens.*or use a quantized KV cache",
     ):
         engine.chat("long", messages, KVSettings(bits=16), sampling).wait()
     assert engine.cache_state("long").tokens == 0  # nothing was allocated
@@ -61,10 +62,27 @@ def test_the_conversation_limit_is_enforced_by_the_engine(tiny_model_dir):
     engine = Engine()
     engine.load(tiny_model_dir)
     messages = [{"role": "user", "content": "word " * 300}]
-    with pytest.raises(BudgetError, match="safe limit on this machine is 256"):
+    with pytest.raises(
+        BudgetError, match="this conversation's context limit is 256"
+    ) as e:
         engine.chat(
             "c", messages, KVSettings(), SamplingSettings(max_tokens=8), max_context=256
         ).wait()
+    # A smaller KV cache would not help against the user's own limit.
+    assert "KV cache" not in str(e.value)
+
+
+def test_the_trained_context_is_named_as_the_limit_without_kv_advice(tiny_model_dir):
+    engine = Engine()
+    engine.load(tiny_model_dir)
+    trained = engine.device_budget.geometry.max_position_embeddings
+    messages = [{"role": "user", "content": "hello"}]
+    with pytest.raises(BudgetError) as e:
+        engine.chat(
+            "t", messages, KVSettings(bits=4), SamplingSettings(max_tokens=trained)
+        ).wait()
+    assert f"the model's trained context is {trained:,} tokens" in str(e.value)
+    assert "KV cache" not in str(e.value)
 
 
 def test_growth_of_all_live_caches_is_checked_before_a_prefill(tiny_model_dir):
@@ -114,7 +132,7 @@ def test_no_room_for_a_cache_is_a_limit_of_zero_not_the_trained_context(
     assert engine.max_safe_context(16) == 0
     messages = [{"role": "user", "content": "hello"}]
     sampling = SamplingSettings(temperature=0.0, max_tokens=4)
-    with pytest.raises(BudgetError, match="safe limit on this machine is 0"):
+    with pytest.raises(BudgetError, match="machine's memory at 16-bit KV is 0 tokens"):
         engine.chat("none", messages, KVSettings(bits=16), sampling).wait()
 
 

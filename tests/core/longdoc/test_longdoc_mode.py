@@ -82,7 +82,7 @@ def test_forced_modes_are_kept_when_they_fit_and_refused_when_they_do_not():
         choose("auto", 5_000, safe=900, segment_context=1_000)
 
 
-def test_a_preset_that_does_not_segment_reads_whole_or_refuses():
+def test_a_preset_that_does_not_segment_reads_whole_when_it_can_else_in_segments():
     def no_segments(whole_tokens):
         return choose_mode(
             "auto",
@@ -96,8 +96,10 @@ def test_a_preset_that_does_not_segment_reads_whole_or_refuses():
 
     choice = no_segments(30_000)
     assert choice.mode == "whole" and "does not segment" in choice.reason
-    with pytest.raises(BudgetError):
-        no_segments(50_000)
+    # Past the safe limit a whole read cannot be: segments are read instead of refusing.
+    longer = no_segments(50_000)
+    assert longer.mode == "segments" and "reads whole when it can" in longer.reason
+    assert "more than the safe limit of 40,000 tokens" in longer.reason
 
 
 def test_unknown_modes_are_refused():

@@ -197,6 +197,20 @@ def test_each_point_of_an_answer_is_traced_to_the_segments_it_draws_on():
     assert [numbers for _, numbers in sources] == [(1,), (3,), (1, 2), ()]
 
 
+def test_braces_code_and_the_question_echoed_are_not_listed_as_points():
+    question = "Summarize the document: its purpose, main points and conclusions."
+    answer = (
+        "Question: Summarize the document: its purpose, main points\n\n"
+        "}}}}\n}}}}\n}}}}\n}}}}\n}}}}\n}}}}\n}}}}\n\n"
+        "Answer the question\n\n"
+        "The lantern burns\nwhale oil near the harbour."
+    )
+    points = answer_points(answer, question)
+    assert points == ["The lantern burns whale oil near the harbour."]
+    # Without the question only its exact form is unknown; braces are still dropped.
+    assert all("}" not in point for point in answer_points(answer))
+
+
 def test_cited_parts_are_read_in_several_forms():
     assert cited_segments("x [part 2]", 5) == (2,)
     assert cited_segments("x [segments 1, 4 and 5]", 5) == (1, 4, 5)

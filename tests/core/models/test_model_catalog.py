@@ -16,10 +16,12 @@ from app.core.models.model_catalog import (
     SOURCE_FOLDER,
     SOURCE_HUGGING_FACE,
     SOURCE_LM_STUDIO,
+    SOURCE_SHIPPED,
     SOURCE_SWAPLESS,
     assess,
     find_models,
     hf_hub_cache,
+    reference_model_folder,
 )
 from app.core.models.model_download import (
     DownloadCancelled,
@@ -106,7 +108,9 @@ def layouts(tmp_path, swapless_home):
 def test_finds_models_in_every_layout(layouts):
     models = find_models([layouts["added"]], env=layouts["env"], home=layouts["home"])
     by_path = {m.path: m for m in models}
+    reference = reference_model_folder()
     assert set(by_path) == {
+        reference,
         layouts["own"],
         layouts["demo"],
         layouts["current"],
@@ -123,10 +127,15 @@ def test_finds_models_in_every_layout(layouts):
     assert by_path[layouts["demo"]].is_demo and not by_path[layouts["own"]].is_demo
     assert by_path[layouts["own"]].source == SOURCE_SWAPLESS
     assert by_path[layouts["own"]].size_bytes > 4096
+    # The shipped reference model comes first, named for what it is.
+    assert models[0].path == reference and models[0].is_reference
+    assert models[0].name == "Reference model" and models[0].source == SOURCE_SHIPPED
+    assert not any(m.is_reference for m in models[1:])
     # Sorted by source, then name.
     assert [m.source for m in models] == sorted(
         (m.source for m in models),
         key=[
+            SOURCE_SHIPPED,
             SOURCE_SWAPLESS,
             SOURCE_HUGGING_FACE,
             SOURCE_LM_STUDIO,
@@ -164,7 +173,8 @@ def test_hub_cache_location_honours_the_environment(tmp_path):
 
 
 def test_missing_places_are_fine(tmp_path, swapless_home):
-    assert find_models([tmp_path / "nowhere"], env={}, home=tmp_path / "nobody") == []
+    found = find_models([tmp_path / "nowhere"], env={}, home=tmp_path / "nobody")
+    assert [m.path for m in found] == [reference_model_folder()]  # always shipped
 
 
 def test_the_verdict_comes_from_the_doctor(tmp_path):
@@ -246,7 +256,7 @@ def test_progress_fraction():
 
 def test_the_tiny_model_is_found_and_fits(tiny_model_dir, tmp_path, swapless_home):
     shutil.copytree(tiny_model_dir, swapless_home / "models" / "tiny")
-    (model,) = find_models(env={}, home=tmp_path)
+    (model,) = [m for m in find_models(env={}, home=tmp_path) if not m.is_reference]
     assert model.name == "tiny"
     verdict = assess(model.path, BudgetSettings(), snapshot())
     assert verdict.fits and verdict.report["model"]["layers"] == 2

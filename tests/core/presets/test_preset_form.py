@@ -72,3 +72,26 @@ def test_a_bad_name_is_explained():
 def test_labels_drop_their_units():
     assert label("max_context") == "Context limit"
     assert label("kv_bits") == "KV precision"
+
+
+def test_a_kept_share_summary_and_reply_that_fill_the_limit_are_warned_about():
+    # The case found by hand: a limit of 400 keeping 0.6 with a 256-token summary.
+    preset, problems = check_form(
+        _values(max_context=400, keep_ratio=0.6, summary_max_tokens=256, max_tokens=64)
+    )
+    assert preset is not None  # a warning, not a refusal
+    (problem,) = problems
+    assert problem.field == "keep_ratio" and not problem.blocking
+    assert "240 tokens" in problem.message and "nearly every message will trim" in (
+        problem.message
+    )
+
+
+def test_segments_longer_than_the_loaded_models_context_are_warned_about():
+    values = _values(segment_tokens=8192)
+    assert check_form(values)[1] == []  # no model known: nothing to compare with
+    preset, problems = check_form(values, trained_context=4096)
+    assert preset is not None
+    (problem,) = problems
+    assert problem.field == "segment_tokens" and not problem.blocking
+    assert "(8,192)" in problem.message and "(4,096 tokens)" in problem.message

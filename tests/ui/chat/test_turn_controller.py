@@ -33,7 +33,8 @@ def test_a_reply_streams_in_pieces_and_is_saved(qtbot, window, store, send):
     assert shown[1].text == report.reply
     footer = shown[1].footer_label.text()
     assert "tok/s" in footer and "TTFT" in footer and "KV 8-bit" in footer
-    assert f"{report.generated_tokens} tokens" in footer
+    count = report.generated_tokens
+    assert f"{count} token{'' if count == 1 else 's'}" in footer
     assert window.current.conversation_id == conversation_id
     assert window.list_view.conversation_ids() == [conversation_id]
     assert window.windowTitle() == "Hello there, how are you today? — Swapless"
@@ -189,8 +190,18 @@ def test_a_forced_trim_shows_a_card_that_says_how_the_summary_was_made(
     )
     assert summary.content.strip() != "Summary of the earlier conversation:"
     assert not card.summary_view.isVisibleTo(window)
+    bar = window.chat_view.scroll_area.verticalScrollBar()
+    bar.setValue(bar.maximum())  # the chat scrolled to its end, the card above it
     qtbot.mouseClick(card.summary_button, Qt.MouseButton.LeftButton)
     assert card.summary_view.isVisibleTo(window)
+    # The opened summary is scrolled into view, not left above the viewport.
+    viewport = window.chat_view.scroll_area.viewport()
+    qtbot.waitUntil(
+        lambda: viewport.rect().contains(
+            card.summary_view.mapTo(viewport, card.summary_view.rect().topLeft())
+        ),
+        timeout=2000,
+    )
     assert card.summary_view.toPlainText().split()[:3] == summary.content.split()[:3]
     qtbot.mouseClick(card.originals_button, Qt.MouseButton.LeftButton)
     assert [v.text for v in card.original_views] == [m.content for m in covered]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.core.store import Store
 from app.ui.conversations import conversation_list_controller
@@ -54,6 +54,8 @@ def test_delete_asks_and_can_be_undone_in_a_toast_that_moves_nothing(
 ):
     conversation_id, _ = send(window, "Keep me please")
     window.conversation_list.delete(conversation_id)
+    # Enter answers the safe way: the default button is Cancel.
+    assert _confirm_dialog(window).defaultButton().text() == "Cancel"
     _press(_confirm_dialog(window), "Cancel")
     assert window.list_view.conversation_ids() == [conversation_id]
 
@@ -142,3 +144,46 @@ def test_search_with_no_hits_says_so(qtbot, window):
         window.list_view.search_edit.setText("nothing-like-this")
     assert window.list_view.results.count() == 0
     assert "Nothing found" in window.list_view.results_label.text()
+
+
+def test_the_search_box_is_usable_from_the_keyboard(qtbot, window, send):
+    zebra, _ = send(window, "Tell me about the zebra crossing rules")
+    window.current.new_chat()
+    send(window, "Something else entirely")
+    view = window.list_view
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    view.focus_search()
+    qtbot.keyClicks(view.search_edit, "zebra")
+    # Down goes into the results at once (no wait for the typing pause).
+    qtbot.keyClick(view.search_edit, Qt.Key.Key_Down)
+    assert view.stack.currentIndex() == 1 and view.results.count() > 0
+    assert QApplication.focusWidget() is view.results
+    assert view.results.currentRow() == 0
+    # Enter in the box opens the first hit.
+    view.focus_search()
+    qtbot.keyClick(view.search_edit, Qt.Key.Key_Return)
+    assert window.current.conversation_id == zebra
+    # Esc clears the search and shows the conversations again.
+    view.focus_search()
+    qtbot.keyClick(view.search_edit, Qt.Key.Key_Escape)
+    assert view.search_edit.text() == "" and view.stack.currentIndex() == 0
+
+
+def test_search_results_keep_their_whole_text_when_the_list_narrows(
+    qtbot, window, send
+):
+    send(window, "zebra " * 60 + "crossing rules for a long message")
+    view = window.list_view
+    with qtbot.waitSignal(view.search_changed, timeout=2000):
+        qtbot.keyClicks(view.search_edit, "zebra")
+    results = view.results
+    window.splitter.setSizes([400, 900])
+    qtbot.wait(50)
+    window.splitter.setSizes([200, 1100])  # narrower: every result grows taller
+    qtbot.wait(50)
+    width = results.viewport().width() - 8
+    for row in range(results.count()):
+        item = results.item(row)
+        label = results.itemWidget(item)
+        assert item.sizeHint().height() >= label.heightForWidth(width)

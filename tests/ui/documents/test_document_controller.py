@@ -333,10 +333,17 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
     assert window.composer.button.text() == "Send"
     assert window.composer.button.isEnabled()
     assert window.document_card.isHidden() and window.document_progress.isVisible()
-    finished = []
+    finished, footers = [], []
     window.documents.document_finished.connect(lambda *a: finished.append(a))
+    window.turns.busy_changed.connect(
+        lambda busy: busy and footers.append(window.turns.live.footer)
+    )
     send(window, "and another message")  # a reply while the document is read
     assert not finished, "the reply waited for the whole document"
+    # While it waits for the model, its footer says for what (not a silent wait).
+    assert footers and footers[0].startswith(
+        "Waiting for the model: it is reading slow.txt"
+    ), footers
     meter = window.context_meter.text_label
     qtbot.waitUntil(
         lambda: meter.full_text not in (NO_MODEL, MEASURING), timeout=30_000
@@ -346,6 +353,40 @@ def test_other_conversations_stay_usable_while_a_document_is_read(
     assert window.document_card.isVisible()
     with qtbot.waitSignal(window.documents.document_finished, timeout=10_000):
         window.stop_action.trigger()
+
+
+def test_a_new_chat_read_with_long_document_settings_shows_that_preset(
+    qtbot, window, tmp_path
+):
+    engine = window.worker.engine
+    window.current.set_preset(get_preset("chat"))  # does not read in segments
+    path = write_text(tmp_path / "notes.txt", engine, segments=1, tokens=120)
+    plan(qtbot, window, path)
+    with qtbot.waitSignal(window.documents.document_started, timeout=READ_TIMEOUT_MS):
+        window.document_card.start_button.click()
+    # The stored conversation uses long-document settings: the picker says so now,
+    # not after a restart.
+    qtbot.waitUntil(
+        lambda: window.toolbar.preset_combo.currentData() == "long-document",
+        timeout=5000,
+    )
+    with qtbot.waitSignal(window.documents.document_finished, timeout=READ_TIMEOUT_MS):
+        window.stop_action.trigger()
+
+
+def test_the_question_is_on_the_card_and_dismiss_gives_it_back(qtbot, window, tmp_path):
+    engine = window.worker.engine
+    window.current.set_preset(reading_preset())
+    path = write_text(tmp_path / "rivers.txt", engine, segments=2, tokens=200)
+    window.composer.set_text("Which rivers flood?")
+    plan(qtbot, window, path)
+    card = window.document_card
+    assert window.composer.text() == ""
+    assert card.question_label.isVisible()
+    assert card.question_label.full_text == "Question: Which rivers flood?"
+    card.dismiss_button.click()
+    assert card.isHidden()
+    assert window.composer.text() == "Which rivers flood?"  # nothing typed is lost
 
 
 def test_a_plan_cancelled_while_it_is_made_leaves_nothing(qtbot, window, tmp_path):

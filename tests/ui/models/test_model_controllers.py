@@ -133,7 +133,8 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     window = make_window()
     picker = window.model_picker
-    qtbot.waitUntil(lambda: len(picker.found) == 2, timeout=15_000)
+    # The two found here, after the reference model that ships with Swapless.
+    qtbot.waitUntil(lambda: len(picker.found) == 3, timeout=15_000)
     combo = window.toolbar.model_combo
     labels = [combo.itemText(i) for i in range(combo.count())]
     assert any("acme/tiny-chat" in label for label in labels)
@@ -141,8 +142,8 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
 
     picker.open_manager()
     dialog = window.findChild(ModelManagerDialog)
-    assert dialog.isVisible() and dialog.table.rowCount() == 2
-    names = [dialog.table.item(r, 0).text() for r in range(2)]
+    assert dialog.isVisible() and dialog.table.rowCount() == 3
+    names = [dialog.table.item(r, 0).text() for r in range(1, 3)]
     assert names == ["acme/tiny-chat", "acme/studio-tiny"]
     qtbot.waitUntil(lambda: dialog.verdict(snapshot) is not None, timeout=10_000)
     verdict = dialog.verdict(snapshot)
@@ -150,7 +151,7 @@ def test_the_model_manager_lists_models_with_their_verdict_and_loads_one(
     # The tiny model was trained for 16K tokens: more memory would not help.
     assert verdict.trained_context == 16384
     assert verdict.max_safe_context["16"] > 16384
-    verdict_text = dialog.table.item(0, 3).text()
+    verdict_text = dialog.table.item(1, 3).text()
     assert verdict_text == (
         "Fits. Usable context: 16K tokens at 16/8/4-bit, the context the model was "
         "trained for (memory would allow more)."
@@ -190,9 +191,32 @@ def test_the_demo_is_listed_on_first_open_after_building_it(qtbot, make_window):
     assert any(row.startswith("demo  (demo)  · loaded") for row in rows), rows
 
 
+def test_the_reference_model_is_offered_on_the_welcome_screen_and_listed(
+    qtbot, make_window
+):
+    window = make_window(AppSettings())
+    line = window.welcome_view.findChild(QLabel, "referenceExplanation")
+    assert "answers offline" in line.text() and "no assistant" in line.text()
+    with qtbot.waitSignal(window.models.loaded, timeout=120_000) as blocker:
+        qtbot.mouseClick(
+            window.welcome_view.reference_button, Qt.MouseButton.LeftButton
+        )
+    info = blocker.args[0]
+    assert not info.random_weights  # trained: no "its replies are noise" notice
+    assert window.notices.notice("demo") is None
+    window.model_picker.open_manager()
+    dialog = window.model_picker.manager
+    rows = [dialog.table.item(r, 0).text() for r in range(dialog.table.rowCount())]
+    assert rows[0] == "Reference model  · tiny, answers offline  · loaded", rows
+    assert dialog.table.item(0, 1).text() == "Ships with Swapless"
+    dialog.table.selectRow(0)
+    assert "no assistant" in dialog.details.toPlainText()
+
+
 @pytest.fixture
 def folder_of_models(make_window, tiny_model_dir, tmp_path, monkeypatch):
-    """A window with its model manager open, a folder with one model, no other models.
+    """A window with its model manager open, a folder with one model, no other models
+    than the reference model (always listed first).
 
     Returns:
         (window, dialog, folder); the folder is not added yet.
@@ -209,15 +233,15 @@ def folder_of_models(make_window, tiny_model_dir, tmp_path, monkeypatch):
 def test_added_folders_are_searched_and_saved(qtbot, folder_of_models):
     _window, dialog, mine = folder_of_models
     dialog.add_folder(str(mine))
-    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
-    assert dialog.table.item(0, 1).text() == "Added folder"
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 2, timeout=15_000)
+    assert dialog.table.item(1, 1).text() == "Added folder"
     from app.core.settings import load_settings
 
     assert load_settings().model_folders == (str(mine),)
-    dialog.table.selectRow(0)
+    dialog.table.selectRow(1)
     assert dialog.remove_folder_button.isEnabled()
     qtbot.mouseClick(dialog.remove_folder_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.table.rowCount() == 0, timeout=15_000)
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
     assert load_settings().model_folders == ()
 
 
@@ -246,12 +270,12 @@ def test_a_search_that_ends_after_a_newer_one_does_not_hide_its_models(
     monkeypatch.setattr(model_catalog, "find_models", find_models)
     window.model_picker.refresh()  # the older search, with no folders
     dialog.add_folder(str(mine))  # the newer one
-    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 2, timeout=15_000)
     release.set()
     assert old_done.wait(30)
     qtbot.wait(300)  # the older result's queued callback, if any, has run
-    assert dialog.table.rowCount() == 1
-    assert dialog.table.item(0, 1).text() == "Added folder"
+    assert dialog.table.rowCount() == 2
+    assert dialog.table.item(1, 1).text() == "Added folder"
 
 
 def test_a_download_without_internet_says_so(qtbot, make_window):

@@ -17,6 +17,7 @@ from app.core.quality.metrics import CellResult
 from app.core.quality.preset_quality import NOT_MEASURED
 from app.core.quality.probes import ProbeSizes
 from app.core.store import Store
+from app.ui.common import theme
 from app.ui.presets.preset_editor_dialog import PresetEditorDialog
 from app.ui.presets.preset_item_delegate import QUALITY_ROLE, WARNING_ROLE
 
@@ -224,7 +225,8 @@ def test_a_preset_that_fails_here_shows_a_warning_in_the_picker_and_the_editor(
         combo.activated.emit(index)
     label = window.toolbar.preset_quality_label
     assert label.full_text.startswith("⚠ 4-bit KV on this model: 62 % top-1")
-    assert "#cf222e" in label.text() and label.toolTip() == warning
+    assert theme.warning_colour(label.palette()) in label.text()
+    assert label.toolTip() == warning
     assert window.current.preset().kv_bits == 4  # the user's choice stands
     # The editor says the same, and follows the form's precision.
     window.preset_picker.open_editor()

@@ -28,7 +28,7 @@ def test_the_context_meter_follows_the_conversation(qtbot, window, send, quick_p
     assert state.trims == 0
     text = meter.text_label.full_text
     assert text.startswith(f"{report.context_tokens:,} / 2,048 tokens")
-    assert "0 trims" in text
+    assert "trim" not in text and text.endswith("8-bit")  # none yet: the tooltip says
     assert meter.bar.mark == (2048 - 16) / 2048
 
 
@@ -103,10 +103,8 @@ def test_meter_text_marks_estimates_and_a_lower_device_limit():
         exact=False,
     )
     text = meter_text(state, streamed=10)
-    assert text.startswith(
-        "≈1,210 / 4,096 (preset 10,000, less fits this model and device)"
-    )
-    assert "KV 3.0 MiB at 4-bit" in text and "2 trims" in text
+    assert text.startswith("≈1,210 / 4,096 (capped) tokens")
+    assert "chat KV ≈3.0 MiB 4-bit · 2 trims" in text
 
 
 def test_an_aged_cache_is_drawn_as_bands_with_tokens_and_bytes_per_tier(

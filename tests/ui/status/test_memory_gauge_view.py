@@ -62,7 +62,9 @@ def test_the_gauge_samples_every_half_second_off_the_ui_thread(qtbot, window):
         window.models.info.weights_bytes, parts.total - parts.free
     )
     text = gauge.text_label.full_text
-    assert "free of" in text and "normal" in text and "■ model " in text
+    assert " free · " in text and "normal" in text and "■ model " in text
+    # The gauge's KV is every cache in memory; the meter's is one chat's.
+    assert "■ all KV " in text
     tooltip = gauge.toolTip()
     for words in (
         "Model weights",

@@ -48,6 +48,44 @@ class ContextNeeds:
 
 
 @dataclass(frozen=True)
+class Controls:
+    """Where the user changes what a refusal advises, in the words of where it is read.
+
+    The defaults are the ``summarize`` command's options; the app passes its own
+    buttons and preset fields, so its advice never names a command-line flag.
+
+    Attributes:
+        segments: How to read in segments.
+        segment_tokens: Where tokens per segment are set.
+        notes_tokens: Where the notes' length is set.
+        max_tokens: Where the answer's length is set.
+    """
+
+    segments: str = "--mode segments"
+    segment_tokens: str = "--segment-tokens"
+    notes_tokens: str = "--notes-tokens"
+    max_tokens: str = "--max-tokens"
+
+
+CLI_CONTROLS = Controls()
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The context a reading must stay inside, and what sets it.
+
+    Attributes:
+        tokens: The limit, or None when nothing limits the context.
+        name: What sets it, in words ("the 4,096 tokens the model was trained for").
+        memory: Memory sets it (fewer tokens per segment or a smaller KV cache help).
+    """
+
+    tokens: int | None
+    name: str = ""
+    memory: bool = True
+
+
+@dataclass(frozen=True)
 class ModeChoice:
     """How a document will be read.
 
@@ -72,6 +110,8 @@ def choose_mode(
     kv_bits: int,
     kv_bytes: Callable[[int], int],
     whole_seconds: float | None = None,
+    limit: Limit | None = None,
+    controls: Controls = CLI_CONTROLS,
 ) -> ModeChoice:
     """Decide how to read a document.
 
@@ -81,11 +121,14 @@ def choose_mode(
         max_safe_context: Longest context inside the memory budget at this KV
             precision, or None when memory does not limit it.
         max_context: The preset's context limit.
-        segmenting: The preset allows segments (``auto`` never picks them otherwise).
+        segmenting: The preset prefers segments when a whole read is not comfortable
+            (without it, ``auto`` picks them only when a whole read cannot fit).
         kv_bits: KV precision, for the explanation.
         kv_bytes: Returns the KV bytes at a number of tokens, for the explanation.
         whole_seconds: Predicted wall time of a whole read on this machine, or None
             when nothing was measured (time then does not decide).
+        limit: What sets ``max_safe_context``, for a refusal (memory when omitted).
+        controls: The names of the controls a refusal advises.
 
     Returns:
         The mode and why.
@@ -96,6 +139,10 @@ def choose_mode(
     """
     if requested not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {requested!r}")
+    if limit is None or limit.tokens != max_safe_context:
+        limit = Limit(
+            max_safe_context, f"the safe limit of {max_safe_context or 0:,} tokens"
+        )
     safe = None if max_safe_context is None else f"{max_safe_context:,}"
     whole = (
         f"the document ({needs.document_tokens:,} tokens) with its prompt and answer "
@@ -108,15 +155,43 @@ def choose_mode(
         f"tokens of context ({_mib(kv_bytes(needs.segment_context))} of "
         f"{kv_bits}-bit KV) whatever the document's length"
     )
+    too_long = max_safe_context is not None and needs.whole_tokens > max_safe_context
+    if requested == "auto" and not segmenting and too_long:
+        # The preset prefers whole reads, but this one cannot be: segments can.
+        _require_fit(
+            needs.segment_context,
+            limit,
+            "One segment",
+            segments,
+            _segment_advice(controls, limit),
+        )
+        return ModeChoice(
+            "segments",
+            f"Segments (the preset reads whole when it can): {whole}, more than "
+            f"{limit.name}; {segments}.",
+            needs.segment_context,
+        )
     if requested == "whole" or (requested == "auto" and not segmenting):
-        _require_fit(needs.whole_tokens, max_safe_context, "Reading it whole", whole)
+        _require_fit(
+            needs.whole_tokens,
+            limit,
+            "Reading it whole",
+            whole,
+            _whole_advice(controls),
+        )
         why = "as asked" if requested == "whole" else "the preset does not segment"
         within = f", within the safe limit of {safe} tokens" if safe else ""
         return ModeChoice(
             "whole", f"Whole document ({why}): {whole}{within}.", needs.whole_tokens
         )
     if requested == "segments":
-        _require_fit(needs.segment_context, max_safe_context, "One segment", segments)
+        _require_fit(
+            needs.segment_context,
+            limit,
+            "One segment",
+            segments,
+            _segment_advice(controls, limit),
+        )
         return ModeChoice(
             "segments", f"Segments (as asked): {segments}.", needs.segment_context
         )
@@ -141,7 +216,13 @@ def choose_mode(
         return ModeChoice(
             "whole", f"Whole document: {whole}, within {within}.", needs.whole_tokens
         )
-    _require_fit(needs.segment_context, max_safe_context, "One segment", segments)
+    _require_fit(
+        needs.segment_context,
+        limit,
+        "One segment",
+        segments,
+        _segment_advice(controls, limit),
+    )
     past = [memory_limit] if not fits_memory else []
     past += [preset_limit] if not fits_preset else []
     past += [time_limit] if not fits_time else []
@@ -152,13 +233,34 @@ def choose_mode(
     )
 
 
-def _require_fit(tokens: int, limit: int | None, what: str, detail: str) -> None:
-    if limit is not None and tokens > limit:
-        raise BudgetError(
-            f"{what} does not fit on this machine: {detail}, more than the safe limit "
-            f"of {limit:,} tokens. Use segments, fewer tokens per segment "
-            "(--segment-tokens) or a shorter --max-tokens."
-        )
+def _whole_advice(controls: Controls) -> str:
+    return (
+        f"Read it in segments ({controls.segments}) or ask for a shorter answer "
+        f"({controls.max_tokens})."
+    )
+
+
+def _segment_advice(controls: Controls, limit: Limit) -> str:
+    smaller = (
+        f"fewer tokens per segment ({controls.segment_tokens}), "
+        if limit.memory
+        else ""
+    )
+    return (
+        f"Use {smaller}shorter notes ({controls.notes_tokens}) or a shorter answer "
+        f"({controls.max_tokens})."
+    )
+
+
+def _require_fit(
+    tokens: int, limit: Limit, what: str, detail: str, advice: str
+) -> None:
+    if limit.tokens is None or tokens <= limit.tokens:
+        return
+    where = "this machine's memory" if limit.memory else "the model's context"
+    raise BudgetError(
+        f"{what} does not fit in {where}: {detail}, more than {limit.name}. {advice}"
+    )
 
 
 def _mib(n: int) -> str:

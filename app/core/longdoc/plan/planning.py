@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 from app.core.budget import BudgetSettings
 from app.core.cancel import CancelToken
 from app.core.errors import InputError
-from app.core.longdoc.plan.mode import ContextNeeds, ModeChoice, choose_mode
+from app.core.longdoc.plan.mode import (
+    CLI_CONTROLS,
+    ContextNeeds,
+    Controls,
+    Limit,
+    ModeChoice,
+    choose_mode,
+)
 from app.core.longdoc.plan.plan_words import plan_line
 from app.core.longdoc.plan.sizing import KVSizing, kv_sizing
 from app.core.longdoc.plan.speed import SpeedModel, SpeedRecord
@@ -33,6 +40,14 @@ from app.core.longdoc.prompts import (
 from app.core.longdoc.reading.reader import DocumentText
 from app.core.longdoc.segmenter import SegmentSpan, segment_texts, stream_segments
 from app.core.presets.presets import Preset
+
+MIN_SEGMENT_TOKENS = 256
+"""The smallest segment a preset may set; a context with less room refuses instead."""
+SEGMENT_STEP = 256
+"""Segments cut to fit a context are rounded down to this, for a readable plan."""
+MOST_SEGMENTS = 99_999
+"""Segments counted into the step prompt when sizing segments before cutting: its
+"segment i of N" then takes at least as many tokens as in the real run."""
 
 
 class PlanCancelled(Exception):
@@ -87,6 +102,7 @@ class RunPlan:
         estimates: Predicted seconds per mode (None without a measured speed).
         exact_count: ``needs.document_tokens`` counts the whole text at once (else
             it adds up the segments', a few tokens per join short).
+        segment_note: Why segments are smaller than the preset's, or "".
     """
 
     question: str
@@ -103,6 +119,7 @@ class RunPlan:
     speed: SpeedModel | None
     estimates: dict[str, float | None]
     exact_count: bool = True
+    segment_note: str = ""
 
     @property
     def mode(self) -> str:
@@ -183,6 +200,8 @@ class Planner:
         budget_settings: Memory budget settings used when ``sizing`` is computed.
         speeds: Where measured speeds are kept; None measures nothing and predicts no
             time (tests of pure mechanics).
+        controls: The names of the controls a refusal advises (the command's options
+            by default; the app passes its own).
     """
 
     def __init__(
@@ -193,10 +212,12 @@ class Planner:
         sizing: KVSizing | None = None,
         budget_settings: BudgetSettings | None = None,
         speeds: SpeedRecord | None = None,
+        controls: Controls = CLI_CONTROLS,
     ):
         self.engine = engine
         self.preset = preset
         self.speeds = speeds
+        self.controls = controls
         self._sizing = sizing
         self._budget_settings = budget_settings
 
@@ -246,7 +267,8 @@ class Planner:
         preset, count = self.preset, self.engine.count_tokens
         # One streaming pass: only the segments' places are kept, never the text.
         parts, whole_chars = [], 0
-        for segment in stream_segments(document.chunks(), preset.segment_tokens, count):
+        segment_tokens, segment_note = self._segment_tokens(question)
+        for segment in stream_segments(document.chunks(), segment_tokens, count):
             if cancel is not None and cancel.cancelled:
                 raise PlanCancelled  # a long document takes a while to cut
             parts.append(segment.span)
@@ -290,13 +312,14 @@ class Planner:
             choice=ModeChoice("segments", "", needs.segment_context),
             kv_bytes_limit=0,
             kv_bits=preset.kv_bits,
-            preset_segment_tokens=preset.segment_tokens,
+            preset_segment_tokens=segment_tokens,
             prompts=prompts,
             notes_tokens=notes,
             answer_tokens=preset.max_tokens,
             speed=speed,
             estimates={},
             exact_count=exact,
+            segment_note=segment_note,
         )
         if speed is not None:
             draft = replace(
@@ -323,7 +346,10 @@ class Planner:
                 to without it.
             BudgetError: That way does not fit in memory.
         """
-        if mode == "whole" and not plan.exact_count:
+        safe = self.sizing.max_safe_context
+        # A lower bound (the segments' tokens) past the limit refuses without counting.
+        beyond = safe is not None and plan.needs.whole_tokens > safe
+        if mode == "whole" and not plan.exact_count and not beyond:
             if document is None:
                 raise ValueError("counting a whole read needs the document")
             tokens = self.engine.count_tokens(document.read_text())
@@ -349,9 +375,40 @@ class Planner:
             kv_bits=self.preset.kv_bits,
             kv_bytes=sizing.kv_bytes,
             whole_seconds=plan.estimates.get("whole"),
+            limit=Limit(
+                sizing.max_safe_context, sizing.limit_name, sizing.limited_by_memory
+            ),
+            controls=self.controls,
         )
+        if choice.mode == "segments" and plan.segment_note:
+            choice = replace(choice, reason=f"{choice.reason} {plan.segment_note}")
         return replace(
             plan, choice=choice, kv_bytes_limit=sizing.kv_bytes(choice.context_tokens)
+        )
+
+    def _segment_tokens(self, question: str) -> tuple[int, str]:
+        """Tokens per segment: the preset's, or fewer where the safe context is smaller.
+
+        A segment's step holds its prompt, the notes so far, the segment and the new
+        notes; the segment gets what the safe context (the model's trained context or
+        this machine's memory, whichever is smaller) leaves of that.
+
+        Returns:
+            The tokens, and why they are fewer than the preset's ("" when they are not).
+        """
+        wanted = self.preset.segment_tokens
+        sizing = self.sizing
+        safe = sizing.max_safe_context
+        if safe is None:
+            return wanted, ""
+        step = self._prompt_sizes(question, MOST_SEGMENTS).step
+        room = safe - step - JOIN_SLACK - 2 * self.preset.summary_max_tokens
+        fitted = max(MIN_SEGMENT_TOKENS, room // SEGMENT_STEP * SEGMENT_STEP)
+        if fitted >= wanted:
+            return wanted, ""
+        return fitted, (
+            f"Segments hold {fitted:,} tokens, not the preset's {wanted:,}, to stay "
+            f"inside {sizing.limit_name}."
         )
 
     def _prompt_sizes(self, question: str, total: int) -> PromptSizes:

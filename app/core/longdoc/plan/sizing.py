@@ -36,6 +36,7 @@ class KVSizing:
         act_dtype_bytes: Bytes per element of the engine's activation dtype.
         max_safe_context: Longest context inside the memory budget and the context
             the model was trained for, or None when neither limits it.
+        trained_context: The context the model was trained for, if config.json says.
     """
 
     geometry: ModelGeometry
@@ -43,6 +44,24 @@ class KVSizing:
     group: int
     act_dtype_bytes: int
     max_safe_context: int | None
+    trained_context: int | None = None
+
+    @property
+    def limit_name(self) -> str:
+        """What sets `max_safe_context`, in words for a refusal."""
+        if self.trained_context and self.max_safe_context == self.trained_context:
+            return f"the {self.trained_context:,} tokens the model was trained for"
+        return (
+            f"the {self.max_safe_context or 0:,} tokens this machine's memory holds "
+            f"at {self.bits}-bit KV"
+        )
+
+    @property
+    def limited_by_memory(self) -> bool:
+        """Memory, not the trained context, sets the limit (a smaller KV cache helps)."""
+        return self.max_safe_context is not None and self.max_safe_context != (
+            self.trained_context or None
+        )
 
     def kv_bytes(self, tokens: int) -> int:
         """Most bytes the whole cache allocates while holding up to ``tokens`` tokens.
@@ -106,5 +125,6 @@ def kv_sizing(
         settings or BudgetSettings(),
         act_dtype_bytes=act,
     )
-    safe = within_trained_context(safe, geometry.max_position_embeddings)
-    return KVSizing(geometry, bits, group, act, safe)
+    trained = geometry.max_position_embeddings or None
+    safe = within_trained_context(safe, trained)
+    return KVSizing(geometry, bits, group, act, safe, trained)

@@ -53,10 +53,14 @@ class ImportResult:
     Attributes:
         conversation_id: The new conversation.
         notes: One sentence per setting that was replaced by its default.
+        title: Its title, as stored.
+        messages: How many messages it holds.
     """
 
     conversation_id: int
     notes: tuple[str, ...] = ()
+    title: str = ""
+    messages: int = 0
 
 
 class ImportMixin(StoreBase):
@@ -70,11 +74,15 @@ class ImportMixin(StoreBase):
         """
         return self.import_conversation(data).conversation_id
 
-    def import_conversation(self, data: dict[str, Any] | str | bytes) -> ImportResult:
+    def import_conversation(
+        self, data: dict[str, Any] | str | bytes, title_suffix: str = ""
+    ) -> ImportResult:
         """Import a conversation exported by `export_json`, in one transaction.
 
         Args:
             data: The export, as a dict or as JSON text.
+            title_suffix: Added to the title, so that the copy is told apart from the
+                original in a list (" (imported)"); none keeps the export's exactly.
 
         Returns:
             The new conversation's id and the notes about replaced settings.
@@ -88,6 +96,9 @@ class ImportMixin(StoreBase):
         stored = {"system_prompt": conversation["system_prompt"]}
         stored.update(conversation.get("settings") or {})
         preset, notes = repaired_preset(conversation.get("preset"), stored)
+        if title_suffix:
+            title = (conversation.get("title") or "").strip() or "Untitled"
+            conversation = {**conversation, "title": title + title_suffix}
         if notes:
             conversation = {
                 **conversation,
@@ -105,7 +116,12 @@ class ImportMixin(StoreBase):
         ) as exc:
             # The transaction was rolled back: nothing of the bad file was kept.
             raise InputError(f"The export is damaged or incomplete: {exc!r}.") from exc
-        return ImportResult(conversation_id, tuple(notes))
+        return ImportResult(
+            conversation_id,
+            tuple(notes),
+            conversation.get("title") or "",
+            len(export["messages"]),
+        )
 
     def _insert_export(self, export: dict[str, Any], conversation: dict) -> int:
         with self._writing() as db:
