@@ -1,0 +1,61 @@
+"""Which sentences of a message carry facts a later question may ask for.
+
+The extractive summary keeps these rather than first sentences (measured on the
+reference model: a fact in a dropped turn came back 0/6 times when only first
+sentences were kept, newest first). A sentence scores for numbers, quoted strings,
+names (capitalised words inside a sentence) and identifiers, and most for what the user
+states about themselves ("my …", "I am …", "call me …"). Pure text rules: no model.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Work per message is bounded: a fact further in than this is left to recall.
+SCAN_CHARS = 4000
+MAX_SENTENCES = 48
+_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_DIGIT = re.compile(r"\d")
+_QUOTED = re.compile(r"\"[^\"]{1,80}\"|“[^”]{1,80}”|`[^`]{1,80}`|'[^'\s][^']{0,78}'")
+_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+\b")
+_IDENTIFIER = re.compile(r"\b\w+_\w+\b|\b[a-z]+[A-Z]\w*\b|\S+@\S+\.\w+")
+_SELF = re.compile(
+    r"\b(my|mine|i am|i'm|i live|i work|i have|i was|i will|i prefer|i like|"
+    r"call me|remember)\b",
+    re.IGNORECASE,
+)
+_NOT_NAMES = frozenset({"I", "I'm", "OK", "The", "This", "That", "It"})
+
+
+def sentences(text: str) -> list[str]:
+    """Split the start of ``text`` into sentences (newlines end one too), folded."""
+    found: list[str] = []
+    for raw in _SPLIT.split(text[:SCAN_CHARS]):
+        sentence = " ".join(raw.split())
+        if sentence:
+            found.append(sentence)
+            if len(found) >= MAX_SENTENCES:
+                break
+    return found
+
+
+def fact_score(sentence: str, role: str) -> int:
+    """Score how much of a fact ``sentence`` carries (0: none).
+
+    Args:
+        sentence: One folded sentence.
+        role: Who said it; a user's statement about themselves scores highest.
+    """
+    score = 0
+    if _DIGIT.search(sentence):
+        score += 2
+    if _QUOTED.search(sentence):
+        score += 2
+    names = [n for n in _NAME.findall(sentence) if n not in _NOT_NAMES]
+    if names:
+        score += 1
+    if _IDENTIFIER.search(sentence):
+        score += 1
+    if role == "user" and _SELF.search(sentence):
+        score += 3
+    return score
