@@ -16,6 +16,7 @@ from app.core.chat.model_messages import build_messages
 from app.core.engine.events import GenerationEvent
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.token_ids import common_prefix_length
+from app.core.trim.degenerate import degenerate_reason
 from app.core.trim.extractive import HEADER, extractive_summary
 
 SUMMARY_REQUEST = (
@@ -107,11 +108,14 @@ class Trimmer:
                     note = (
                         "the model's summary was stopped, so an extractive one was used"
                     )
-                elif text.strip():
-                    return f"{HEADER}\n{text.strip()}", "model", ""
                 else:
+                    sources = [content for _, content in dropped]
+                    reason = degenerate_reason(text, [*sources, previous_summary])
+                    if not reason:
+                        return f"{HEADER}\n{text.strip()}", "model", ""
                     note = (
-                        "the model's summary was empty, so an extractive one was used"
+                        f"the model's summary was unusable ({reason}), so an "
+                        "extractive one was used"
                     )
             except Exception as exc:  # any failure falls back; the chat must go on
                 note = f"the model summary failed ({exc}); an extractive one was used"
@@ -120,6 +124,7 @@ class Trimmer:
             max_tokens,
             self.engine.count_tokens,
             previous_summary=previous_summary,
+            cancel=self.cancel,
         )
         return text, "extractive", note
 
