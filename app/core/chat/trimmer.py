@@ -178,7 +178,11 @@ class Trimmer:
             )
             keep = common_prefix_length(cached, head_ids)
             drop_until = len(old_head)
-            if cached[:drop_until] != old_head or drop_until > len(cached):
+            if drop_until > len(cached) and old_head[: len(cached)] == cached:
+                # Nothing is kept: the head ends with the closing tokens of the last
+                # reply, which the cache (ending where generation stopped) lacks.
+                drop_until = len(cached)
+            if cached[:drop_until] != old_head[:drop_until] or drop_until > len(cached):
                 note = "the cache did not line up with the stored messages; rebuilt instead"
             elif keep == 0:
                 note = (
@@ -226,6 +230,7 @@ class Trimmer:
         summary_mode: str,
         summary_max_tokens: int,
         cache_method: str,
+        pinned: list[tuple[str, str]] | None = None,
     ) -> TrimOutcome:
         """Summarise the dropped part and make the cache hold the trimmed context."""
         started = time.perf_counter()
@@ -238,7 +243,9 @@ class Trimmer:
             previous_summary,
         )
         summary_done = time.perf_counter()
-        new_messages = build_messages(system_prompt, [summary], kept, style=self.style)
+        new_messages = build_messages(
+            system_prompt, [summary], kept, style=self.style, pinned=pinned or ()
+        )
         head_count = len(new_messages) - len(kept)
         used, cache_note, computed, held = self.fix_cache(
             cache_method, old_messages, first_kept_index, new_messages, head_count
