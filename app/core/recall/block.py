@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from app.core.store.records import Message, RecalledMessage
 
-BLOCK_START = "[Recalled from earlier in this conversation, word for word]"
-BLOCK_END = "[End of recalled messages]"
+BLOCK_START = "[Recalled earlier messages]"
+BLOCK_END = "[End of recall]"
 RECALL_SHARE = 0.2
 RECALL_MAX_TOKENS = 1024
 # Below this, no pair says anything useful.

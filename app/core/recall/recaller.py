@@ -9,10 +9,34 @@ from dataclasses import dataclass
 from app.core.recall.block import choose
 from app.core.recall.query import recall_query
 from app.core.store import Store
-from app.core.store.records import RecalledMessage
+from app.core.store.records import Message, RecalledMessage
 
 # Candidate pairs fetched per turn: more than ever fit, few enough to stay fast.
 SEARCH_PAIRS = 12
+# Pairs whose relevance is within this share of each other count as equally relevant.
+TIE_BAND = 0.2
+
+
+def newer_among_equals(
+    found: list[tuple[tuple[Message, ...], float]],
+) -> list[tuple[Message, ...]]:
+    """Order pairs by BM25 relevance, the newer first among near-equals.
+
+    A fact stated again later ("my locker number is now 10") matches the question as
+    well as the first statement did, and is often a little longer, so BM25 alone would
+    put the older value first; when only one fits the budget, the newer must win.
+    """
+    if not found:
+        return []
+    best = max(relevance for _, relevance in found) or 1.0
+
+    def band(relevance: float) -> int:
+        return int((best - relevance) / (abs(best) * TIE_BAND))
+
+    ordered = sorted(
+        found, key=lambda item: (band(item[1]), -max(m.id for m in item[0]))
+    )
+    return [pair for pair, _ in ordered]
 
 
 @dataclass(frozen=True)
@@ -60,13 +84,15 @@ def recall_for(
     if not query or budget <= 0:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
     skip = set(exclude)
-    pairs = [
-        pair
-        for pair in store.search_trimmed(conversation_id, query, SEARCH_PAIRS)
+    found = [
+        (pair, relevance)
+        for pair, relevance in store.search_trimmed(
+            conversation_id, query, SEARCH_PAIRS
+        )
         if not any(m.id in skip for m in pair)
     ]
-    recalled = choose(pairs, budget, count_tokens)
+    recalled = choose(newer_among_equals(found), budget, count_tokens)
     recalled = tuple(sorted(recalled, key=lambda r: r.message_id))
     return RecallResult(
-        recalled, query, len(pairs), (time.perf_counter() - started) * 1000
+        recalled, query, len(found), (time.perf_counter() - started) * 1000
     )

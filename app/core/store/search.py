@@ -80,7 +80,7 @@ class SearchMixin(StoreBase):
 
     def search_trimmed(
         self, conversation_id: int, query: str, limit: int = 16
-    ) -> list[tuple[Message, ...]]:
+    ) -> list[tuple[tuple[Message, ...], float]]:
         """Find the trimmed user+reply pairs of one conversation that best match ``query``.
 
         For recall: only messages a summary covers are searched (what the model sees
@@ -96,7 +96,7 @@ class SearchMixin(StoreBase):
             return []
         with self._reading() as db:
             hits = db.execute(
-                "SELECT m.id FROM messages_fts JOIN messages m"
+                "SELECT m.id, -bm25(messages_fts) FROM messages_fts JOIN messages m"
                 " ON m.id = messages_fts.rowid"
                 " WHERE messages_fts MATCH ? AND m.conversation_id = ?"
                 " AND m.summary_id IS NOT NULL AND m.role IN ('user', 'assistant')"
@@ -104,14 +104,14 @@ class SearchMixin(StoreBase):
                 " ORDER BY rank LIMIT ?",
                 [query, conversation_id, limit * 2],
             ).fetchall()
-            pairs: list[tuple[Message, ...]] = []
+            pairs: list[tuple[tuple[Message, ...], float]] = []
             seen: set[int] = set()
-            for (message_id,) in hits:
+            for message_id, relevance in hits:
                 if message_id in seen:
                     continue
                 pair = _pair_of(db, conversation_id, message_id)
                 seen.update(m.id for m in pair)
-                pairs.append(pair)
+                pairs.append((pair, float(relevance)))
                 if len(pairs) >= limit:
                     break
             return pairs

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from app.core.cancel import CancelToken
 from app.core.errors import KnownError
-from app.core.trim.facts import fact_score, sentences
+from app.core.trim.facts import fact_score, is_self_statement, sentences
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MAX_SENTENCE_CHARS = 240
@@ -63,7 +63,10 @@ class _Line:
 
 
 def message_line(role: str, content: str) -> tuple[str, int]:
-    """Return a message's summary line and its tier (2 the user's own facts, 1 facts, 0 none).
+    """Return a message's summary line and its tier.
+
+    Tiers: 3 the user's statements about themselves, 2 sentences with several marks
+    of a fact, 1 any fact, 0 none.
 
     Args:
         role: ``user`` or ``assistant``.
@@ -83,8 +86,13 @@ def message_line(role: str, content: str) -> tuple[str, int]:
         sentence = _cut_chars(sentence, _MAX_LINE_CHARS)
         parts.append(sentence)
         used += len(sentence) + 1
-    tier = 2 if max(score for _, score in facts) >= 3 else 1
-    return f"- {who}: {' '.join(parts)}", tier
+    return f"- {who}: {' '.join(parts)}", _tier(facts, role)
+
+
+def _tier(facts: list[tuple[str, int]], role: str) -> int:
+    if any(is_self_statement(sentence, role) for sentence, _ in facts):
+        return 3
+    return 2 if max(score for _, score in facts) >= 3 else 1
 
 
 def _earlier_lines(previous_summary: str) -> list[tuple[str, int]]:
@@ -98,8 +106,10 @@ def _earlier_lines(previous_summary: str) -> list[tuple[str, int]]:
         if not line.startswith("- "):
             line = f"- Before that: {_cut_chars(line, _MAX_LINE_CHARS)}"
         role = "user" if line.startswith("- User:") else "assistant"
-        score = max((fact_score(s, role) for s in sentences(line[2:])), default=0)
-        lines.append((line, 2 if score >= 3 else 1 if score else 0))
+        text = line.split(": ", 1)[-1]
+        facts = [(s, fact_score(s, role)) for s in sentences(text)]
+        facts = [(s, score) for s, score in facts if score > 0]
+        lines.append((line, _tier(facts, role) if facts else 0))
     return lines
 
 

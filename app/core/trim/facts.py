@@ -39,6 +39,11 @@ def sentences(text: str) -> list[str]:
     return found
 
 
+def is_self_statement(sentence: str, role: str) -> bool:
+    """Whether ``sentence`` is the user saying something about themselves."""
+    return role == "user" and bool(_SELF.search(sentence))
+
+
 def fact_score(sentence: str, role: str) -> int:
     """Score how much of a fact ``sentence`` carries (0: none).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.core.chat.conversation_session import ConversationSession
+from app.core.chat.model_messages import PINNED_HEADER
 from app.core.chat.turn_events import Recalled
 from app.core.presets.presets import get_preset
 from app.core.recall.block import BLOCK_START
@@ -84,3 +85,30 @@ def test_a_question_without_searchable_words_just_runs(engine, store, tiny_model
     trim_the_fact_away(session, store)
     report = session.send('"?" NEAR( AND').wait()
     assert report.recalled == ()
+
+
+def test_a_pinned_message_stays_word_for_word_after_the_summary(
+    engine, store, tiny_model_dir
+):
+    session = start(engine, store, tiny_model_dir, recall=False)
+    session.send(FACT).wait()
+    fact = store.messages(session.conversation_id)[0]
+    store.set_pinned(fact.id, True)
+    for i in range(40):
+        report = session.send(filler(i)).wait()
+        assert report.context_tokens <= 512
+        if store.get_message(fact.id).trimmed:
+            break
+    context = session.context()
+    assert [m.id for m in context.pinned] == [fact.id]
+    messages = session.model_messages(context)
+    summary_at = next(
+        i for i, m in enumerate(messages) if PINNED_HEADER in m["content"]
+    )
+    assert f"User: {FACT}" in messages[summary_at]["content"]
+    # It follows the summary and precedes every kept turn; the cache holds it.
+    assert all(m["role"] == "system" for m in messages[: summary_at + 1])
+    report = session.send("And then?").wait()
+    assert report.context_tokens <= 512
+    prompt = engine.render(session.model_messages(session.context())[:-1], True)
+    assert engine.cached_token_ids(session.cache_key)[: len(prompt)] == prompt
