@@ -9,7 +9,8 @@ win over plain ones and newer lines over older ones; the kept lines are written 
 first, so an updated fact reads after the value it replaced.
 
 The work is linear in the number of dropped messages and bounded: each message is
-scanned up to a fixed number of characters, each line is tokenized at most once
+scanned up to a fixed number of characters (and only the newest
+`MAX_SCANNED_MESSAGES`), each line is tokenized at most once
 (the kept text is counted once more, exactly), and a cancel token is checked every
 few messages. (It used to re-join and re-tokenize all remaining lines for each line it
 dropped: 243 s for 2,000 dropped messages.)
@@ -34,6 +35,9 @@ HEADER = "Summary of the earlier conversation:"
 CANCEL_EVERY = 64
 # Once this many candidate lines in a row did not fit, the rest will not either.
 _MAX_MISSES = 64
+# At most this many of the newest dropped messages are read (an imported history of
+# 100,000 messages is trimmed in one go); older ones stay findable by recall.
+MAX_SCANNED_MESSAGES = 5_000
 # Rounds of exact counting that correct the per-line estimate at line joins.
 _MAX_FIX_ROUNDS = 4
 
@@ -139,7 +143,14 @@ def extractive_summary(
     candidates: list[_Line] = []
     for text, tier in _earlier_lines(previous_summary) if previous_summary else []:
         candidates.append(_Line(len(candidates), text, tier))
-    for index, (role, content) in enumerate(messages):
+    skipped = max(len(messages) - MAX_SCANNED_MESSAGES, 0)
+    if skipped:
+        noun = "message is" if skipped == 1 else "messages are"
+        line = (
+            f"- {skipped:,} older {noun} not summarised here (recall still finds them)."
+        )
+        candidates.append(_Line(len(candidates), line, 0))
+    for index, (role, content) in enumerate(messages[skipped:]):
         if cancel is not None and index % CANCEL_EVERY == 0 and cancel.cancelled:
             raise TrimCancelled("The trim was stopped; nothing was changed.")
         text, tier = message_line(role, content)

@@ -18,7 +18,10 @@ _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _DIGIT = re.compile(r"\d")
 _QUOTED = re.compile(r"\"[^\"]{1,80}\"|“[^”]{1,80}”|`[^`]{1,80}`|'[^'\s][^']{0,78}'")
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][a-z]+\b")
-_IDENTIFIER = re.compile(r"\b\w+_\w+\b|\b[a-z]+[A-Z]\w*\b|\S+@\S+\.\w+")
+_SNAKE = re.compile(r"[^\W_]_[^\W_]")
+_CAMEL = re.compile(r"\b[a-z]+[A-Z]")
+_EMAIL = re.compile(r"[\w.+-]@[\w-]+\.\w")
+_QUOTES = frozenset("\"“`'")
 _SELF = re.compile(
     r"\b(my|mine|i am|i'm|i live|i work|i have|i was|i will|i prefer|i like|"
     r"call me|remember)\b",
@@ -51,15 +54,21 @@ def fact_score(sentence: str, role: str) -> int:
         sentence: One folded sentence.
         role: Who said it; a user's statement about themselves scores highest.
     """
+    # Cheap character checks first: most sentences of a long history carry no fact.
     score = 0
     if _DIGIT.search(sentence):
         score += 2
-    if _QUOTED.search(sentence):
+    if not _QUOTES.isdisjoint(sentence) and _QUOTED.search(sentence):
         score += 2
-    names = [n for n in _NAME.findall(sentence) if n not in _NOT_NAMES]
-    if names:
+    if not sentence[1:].islower() and any(
+        n not in _NOT_NAMES for n in _NAME.findall(sentence)
+    ):
         score += 1
-    if _IDENTIFIER.search(sentence):
+    if (
+        ("_" in sentence and _SNAKE.search(sentence))
+        or ("@" in sentence and _EMAIL.search(sentence))
+        or _CAMEL.search(sentence)
+    ):
         score += 1
     if role == "user" and _SELF.search(sentence):
         score += 3
