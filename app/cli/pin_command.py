@@ -25,54 +25,18 @@ def register(subcommands) -> None:
 def run_pin(args: argparse.Namespace) -> int:
     """Pin or unpin one message; exit 2 with one line when it cannot be."""
     from app.cli.runtime import open_store
-    from app.core.errors import SettingsError
-    from app.core.presets.presets import get_preset, preset_from_dict
+    from app.core.chat.pins import pin_message
+    from app.core.errors import InputError
     from app.core.store import NotFoundError
-    from app.core.trim.pins import estimate_tokens, pin_refusal
 
     with open_store(lambda message: print(message, file=sys.stderr)) as store:
         try:
-            message = store.get_message(args.message)
+            said = pin_message(store, args.message, not args.off)
         except NotFoundError:
             print(f"swapless: there is no message {args.message}", file=sys.stderr)
             return 2
-        if not args.off:
-            conversation = store.get_conversation(message.conversation_id)
-            try:
-                preset = preset_from_dict(
-                    conversation.preset or "chat", conversation.settings
-                )
-            except SettingsError:
-                preset = get_preset("chat")
-            others = sum(
-                estimate_tokens(m.content, m.token_count)
-                for m in store.pinned_messages(message.conversation_id)
-                if m.id != message.id
-            )
-            refusal = pin_refusal(
-                message.id,
-                others,
-                estimate_tokens(message.content, message.token_count),
-                preset.max_context,
-            )
-            if refusal:
-                print(f"swapless: {refusal}", file=sys.stderr)
-                return 2
-        try:
-            store.set_pinned(message.id, not args.off)
-        except ValueError as exc:
+        except InputError as exc:
             print(f"swapless: {exc}", file=sys.stderr)
             return 2
-    if args.off:
-        print(f"Message {message.id} is no longer pinned.")
-    elif message.trimmed:
-        print(
-            f"Pinned message {message.id}: it was summarised, and from the next turn "
-            "it is sent word for word after the summary."
-        )
-    else:
-        print(
-            f"Pinned message {message.id}: when it is trimmed it stays word for word "
-            "after the summary."
-        )
+    print(said)
     return 0
