@@ -17,12 +17,13 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.bench.context import BenchContext
 from app.bench.results import NotAvailable, PartResult, Row, yes_no
+from app.core.cancel import CancelToken
 
 NAME = "recall"
 TITLE = "Recall of trimmed facts on the reference model (limit 512)"
@@ -186,8 +187,14 @@ def _run_cells(ctx, engine, store, filler, count: int) -> dict:
         ]
         for mode in MODES:
             started = time.perf_counter()
-            outcome = {"hits": 0, "total": 0, "fact_trimmed": 0, "recalled_fact": 0}
-            outcome.update(generated_hits=0, old_value=0)
+            outcome: dict[str, float] = {
+                "hits": 0,
+                "total": 0,
+                "fact_trimmed": 0,
+                "recalled_fact": 0,
+                "generated_hits": 0,
+                "old_value": 0,
+            }
             for case in cases:
                 session = ConversationSession.start(
                     engine, store, _preset(mode), model="reference", seed=0
@@ -250,7 +257,13 @@ def _summary_as(mode: str) -> Iterator[None]:
         trimmer.extractive_summary = saved
 
 
-def _first_sentence_summary(messages, max_tokens, count_tokens, **_) -> str:
+def _first_sentence_summary(
+    messages: list[tuple[str, str]],
+    max_tokens: int,
+    count_tokens: Callable[[str], int],
+    previous_summary: str = "",
+    cancel: CancelToken | None = None,
+) -> str:
     """The extractive summary before this part: first sentences, newest kept first."""
     from app.core.trim.extractive import HEADER, first_sentence
 
@@ -392,18 +405,20 @@ def draw_recall_cells(results: dict, path: Path) -> bool:
 
     cells = part["figures"]["cells"]
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
     width = 0.27
     colours = {"first": "#bbbbbb", "summary": "#6baed6", "recall": "#2ca02c"}
     for offset, mode in enumerate(MODES):
-        xs, ys, errors = [], [], [[], []]
+        xs: list[float] = []
+        ys: list[float] = []
+        errors: list[list[float]] = [[], []]
         for index, kind in enumerate(KINDS):
             outcome = cells[f"{mode}:{kind}"]
             low, high = outcome["wilson_95"]
             xs.append(index + (offset - 1) * width)
             ys.append(outcome["share"])
-            errors[0].append(outcome["share"] - low)
-            errors[1].append(high - outcome["share"])
+            errors[0].append(max(outcome["share"] - low, 0.0))
+            errors[1].append(max(high - outcome["share"], 0.0))
         ax.bar(
             xs,
             ys,
@@ -419,7 +434,7 @@ def draw_recall_cells(results: dict, path: Path) -> bool:
     ax.set_ylabel("trimmed fact recalled (exact match)")
     total = part["figures"]["cases_per_cell"]
     ax.set_title(f"Reference model, limit {LIMIT}: {total} conversations per cell")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
