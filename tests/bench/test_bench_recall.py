@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from app.bench.parts import recall
+from app.bench.parts.recall import recall
 from app.bench.runner import run_bench
 from app.bench.settings import QUICK
 

@@ -216,7 +216,7 @@ def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
 
 
 def _draw_trimmed_fact_recall(results: dict, path: Path) -> bool:
-    from app.bench.parts.recall import draw_recall_cells
+    from app.bench.parts.recall.recall import draw_recall_cells
 
     return draw_recall_cells(results, path)
 

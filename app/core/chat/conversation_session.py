@@ -101,6 +101,9 @@ class ConversationSession:
         self._style: str | None = None
         self._token_counts: dict[int, int] = {}
         self._template_overhead: int | None = None
+        # Tokens recall may use this turn (the plan's reserve, or less when the
+        # message fits only with less).
+        self._turn_reserve = 0
         conversation = store.get_conversation(conversation_id)
         self.preset = preset_from_dict(
             conversation.preset or "chat", conversation.settings
@@ -218,11 +221,22 @@ class ConversationSession:
             )
         )
         plan = plan_trim(self._request(prompt_ids, history, fixed, user_text, 0))
-        # Room for recall is kept once something is (or is about to be) trimmed.
+        # Room for recall is best effort: a message that fits only without it is sent
+        # without recall.
+        # A turn that fits without trimming gives recall the room left under the
+        # threshold; a trim keeps the whole reserve free.
         reserve = self.recall_reserve()
-        if reserve and (context.summaries or plan.action is not Action.PROCEED):
-            request = self._request(prompt_ids, history, fixed, user_text, reserve)
-            plan = plan_trim(request)
+        self._turn_reserve = 0
+        if not reserve:
+            return plan, context, prompt_ids
+        if plan.action is Action.PROCEED:
+            left = plan.threshold - plan.projected_tokens
+            self._turn_reserve = min(reserve, max(left, 0)) if context.summaries else 0
+            return plan, context, prompt_ids
+        request = self._request(prompt_ids, history, fixed, user_text, reserve)
+        reserved = plan_trim(request)
+        if reserved.action is not Action.REFUSE or plan.action is Action.REFUSE:
+            plan, self._turn_reserve = reserved, reserve
         return plan, context, prompt_ids
 
     def _request(
@@ -267,7 +281,7 @@ class ConversationSession:
         kept = [m for m in context.messages if m.id not in set(plan.drop)]
         # Under memory pressure the plan's threshold is below the limit: aim for it.
         limit = min(plan.threshold, self.effective_limit())
-        reserve = self.recall_reserve()
+        reserve = self._turn_reserve
         while True:
             history = [(m.role, with_recall(m.content, m.recalled)) for m in kept]
             kept_ids = {m.id for m in kept}
@@ -294,9 +308,18 @@ class ConversationSession:
             )
             if room >= MIN_SUMMARY_TOKENS or not kept:
                 break
+            if room + reserve >= MIN_SUMMARY_TOKENS and len(kept) <= 2:
+                # Recall gives way before the last kept turn does.
+                reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
+                self._turn_reserve = reserve
+                continue
             kept = kept[1:]
             while kept and kept[0].role != "user":
                 kept = kept[1:]
+        if room < MIN_SUMMARY_TOKENS and room + reserve >= MIN_SUMMARY_TOKENS:
+            reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
+            room = MIN_SUMMARY_TOKENS
+            self._turn_reserve = reserve
         if room < MIN_SUMMARY_TOKENS:
             raise BudgetError(
                 f"This request cannot fit in the conversation's limit of {limit} tokens "
@@ -443,11 +466,14 @@ class ConversationSession:
             recall,
         )
 
-    def recall(self, context: ModelContext, user_text: str) -> RecallResult:
+    def recall(
+        self, context: ModelContext, user_text: str, budget: int | None = None
+    ) -> RecallResult:
         """Find the trimmed originals ``user_text`` needs, within the recall budget.
 
         Messages a kept turn already recalled are in the model's view and are not
-        recalled twice; with recall off in the preset nothing is.
+        recalled twice; with recall off in the preset nothing is. ``budget``
+        defaults to the room the last `plan` left for recall.
         """
         if not self.preset.recall or not context.summaries:
             return RecallResult((), "", 0, 0.0)
@@ -457,7 +483,7 @@ class ConversationSession:
             self.store,
             self.conversation_id,
             user_text,
-            self.recall_reserve(),
+            self._turn_reserve if budget is None else budget,
             self.engine.count_tokens,
             exclude=in_view,
         )

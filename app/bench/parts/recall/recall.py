@@ -322,7 +322,7 @@ def _overhead(engine, store) -> dict:
     for rep in range(OVERHEAD_REPS):
         question = f"What about the {vocabulary[rep % len(vocabulary)]} and item {rep}?"
         started = time.perf_counter()
-        result = session.recall(context, question)
+        result = session.recall(context, question, session.recall_reserve())
         timings.append((time.perf_counter() - started) * 1000)
         assert result.candidates > 0
     return {
