@@ -49,9 +49,7 @@ def _module_name(path: Path) -> str:
 def _import_graph() -> dict[str, set[str]]:
     paths = {_module_name(path): path for path in _modules(APP)}
     known = set(paths)
-    return {
-        name: _module_imports(path, known) - {name} for name, path in paths.items()
-    }
+    return {name: _module_imports(path, known) - {name} for name, path in paths.items()}
 
 
 def test_core_never_imports_qt():
