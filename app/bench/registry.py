@@ -26,6 +26,7 @@ _MODULES = {
     "aged_kv": "app.bench.parts.aged_kv.aged_kv",
     "architectures": "app.bench.parts.architectures",
     "fidelity": "app.bench.parts.fidelity",
+    "recall": "app.bench.parts.recall.recall",
     "server": "app.bench.parts.server",
     "agent_session": "app.bench.parts.agent_session",
     "structured": "app.bench.parts.structured",

@@ -129,8 +129,9 @@ def _read_line() -> str:
 
 def _run_turn(turn, show: bool):
     """Loop over a turn's events, printing the reply and trims when ``show``."""
-    from app.core.chat.turn_events import Trimmed, TurnFinished
+    from app.core.chat.turn_events import Recalled, Trimmed, TurnFinished
     from app.core.engine.events import GenerationEvent
+    from app.core.notice_words import messages_noun
 
     report = None
     output_closed = False
@@ -155,6 +156,11 @@ def _run_turn(turn, show: bool):
                 f"{o.cache_method} in {o.cache_ms:.0f} ms"
                 + (f"; {o.note}" if o.note else "")
                 + "]"
+            )
+        elif isinstance(event, Recalled):
+            _say(
+                f"[recalled {messages_noun(len(event.messages))} from before the "
+                "summary" + ("; one was cut to fit" if event.cut else "") + "]"
             )
     if output_closed:
         raise BrokenPipeError

@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "store_commands",
     "import": "store_commands",
     "search": "store_commands",
+    "pin": "pin_command",
     "presets": "presets_command",
     "doctor": "doctor_command",
     "make-model": "make_model_command",

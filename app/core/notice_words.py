@@ -38,7 +38,10 @@ def summary_origin(method: str, preset_summary_mode: str, random_weights: bool) 
         return f"{picked}: this conversation's preset asks for that"
     if random_weights:
         return f"{picked}: the demo model's own summary would be noise"
-    return f"{picked}: the model's summary failed or came back empty"
+    return (
+        f"{picked}: the model's summary failed, came back empty, or was unusable "
+        "(repeated text, or no word of the conversation)"
+    )
 
 
 def trim_card_title(

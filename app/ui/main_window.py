@@ -42,6 +42,7 @@ from app.ui import window_state
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.composer_view import ComposerView
 from app.ui.chat.current_conversation_controller import CurrentConversationController
+from app.ui.chat.pin_controller import PinController
 from app.ui.chat.turn_controller import TurnController
 from app.ui.common.background import TaskSet
 from app.ui.common.theme import markdown_theme, refresh_style_sheets
@@ -193,6 +194,7 @@ class MainWindow(QMainWindow):
             self,
         )
         self.notices = NoticesController(self.notice_area, self)
+        self.pins = PinController(self.store, self.chat_view, self)
         self.meter = ContextMeterController(
             self.context_meter,
             worker,
@@ -283,6 +285,7 @@ class MainWindow(QMainWindow):
         self.documents.document_failed.connect(notices.show_reply_failed)
         self.documents.refused.connect(notices.show_document_refused)
         turns.trimmed.connect(notices.show_trim)
+        self.pins.refused.connect(notices.show_refusal)
         turns.reply_failed.connect(notices.show_reply_failed)
         self.documents.document_started.connect(notices.show_document_started)
         self.documents.document_finished.connect(notices.show_document_finished)

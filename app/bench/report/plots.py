@@ -215,12 +215,19 @@ def _draw_recall_vs_kv_bytes(results: dict, path: Path) -> bool:
     return draw_recall_vs_kv_bytes(results, path)
 
 
+def _draw_trimmed_fact_recall(results: dict, path: Path) -> bool:
+    from app.bench.parts.recall.recall import draw_recall_cells
+
+    return draw_recall_cells(results, path)
+
+
 PLOTS = {
     "memory_vs_turns.png": draw_memory_vs_turns,
     "tps_vs_context.png": draw_tps_vs_context,
     "longdoc_memory.png": draw_longdoc_memory,
     "aged_kv_recall_vs_bytes.png": _draw_aged_kv,
     "recall_vs_kv_bytes.png": _draw_recall_vs_kv_bytes,
+    "trimmed_fact_recall.png": _draw_trimmed_fact_recall,
 }
 
 

@@ -20,13 +20,21 @@ from app.core.budget.context_state import DeviceLimit, effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages, summary_style
 from app.core.chat.trimmer import Trimmer, TrimOutcome
-from app.core.chat.turn_events import ChatTurn, Trimmed, TrimStarted, TurnFinished
+from app.core.chat.turn_events import (
+    ChatTurn,
+    Recalled,
+    Trimmed,
+    TrimStarted,
+    TurnFinished,
+)
 from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
 from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
 from app.core.presets.presets import Preset, preset_from_dict
+from app.core.recall.block import recall_budget, with_recall
+from app.core.recall.recaller import RecallResult, recall_for
 from app.core.store import Store
-from app.core.store.records import Message, ModelContext
+from app.core.store.records import Message, ModelContext, RecalledMessage
 from app.core.store.reply_saver import ReplySaver
 from app.core.trim.policy import (
     MIN_SUMMARY_TOKENS,
@@ -93,6 +101,9 @@ class ConversationSession:
         self._style: str | None = None
         self._token_counts: dict[int, int] = {}
         self._template_overhead: int | None = None
+        # Tokens recall may use this turn (the plan's reserve, or less when the
+        # message fits only with less).
+        self._turn_reserve = 0
         conversation = store.get_conversation(conversation_id)
         self.preset = preset_from_dict(
             conversation.preset or "chat", conversation.settings
@@ -151,15 +162,23 @@ class ConversationSession:
         return self.store.context_for_model(self.conversation_id)
 
     def model_messages(
-        self, context: ModelContext, user_text: str | None = None
+        self,
+        context: ModelContext,
+        user_text: str | None = None,
+        recalled: tuple[RecalledMessage, ...] = (),
     ) -> list[dict]:
-        """The chat messages for ``context`` plus an optional new user message."""
+        """The chat messages for ``context`` plus an optional new user message.
+
+        A user message that had trimmed originals recalled before it is sent with its
+        stored recall block, so every later turn renders the same tokens.
+        """
         return build_messages(
             context.system_prompt,
             [s.content for s in context.summaries],
-            [(m.role, m.content) for m in context.messages],
-            user_text,
+            [(m.role, with_recall(m.content, m.recalled)) for m in context.messages],
+            None if user_text is None else with_recall(user_text, recalled),
             style=self.style,
+            pinned=[(m.role, m.content) for m in context.pinned],
         )
 
     def _message_tokens(self, message: Message) -> int:
@@ -167,9 +186,17 @@ class ConversationSession:
         # tokenize to more tokens than were generated (e.g. replacement characters).
         count = self._token_counts.get(message.id)
         if count is None:
-            count = self.engine.count_tokens(message.content)
+            count = self.engine.count_tokens(
+                with_recall(message.content, message.recalled)
+            )
             self._token_counts[message.id] = count
         return count + self._overhead()
+
+    def recall_reserve(self) -> int:
+        """Tokens the trim keeps free for recalled messages (0 when recall is off)."""
+        if not self.preset.recall:
+            return 0
+        return recall_budget(self.effective_limit())
 
     def _overhead(self) -> int:
         if self._template_overhead is None:
@@ -193,19 +220,48 @@ class ConversationSession:
                 build_messages(context.system_prompt, [], [], None), True
             )
         )
-        request = TrimRequest(
-            prompt_tokens=len(prompt_ids),
+        plan = plan_trim(self._request(prompt_ids, history, fixed, user_text, 0))
+        # Room for recall is best effort: a message that fits only without it is sent
+        # without recall.
+        # A turn that fits without trimming gives recall the room left under the
+        # threshold; a trim keeps the whole reserve free.
+        reserve = self.recall_reserve()
+        self._turn_reserve = 0
+        if not reserve:
+            return plan, context, prompt_ids
+        if plan.action is Action.PROCEED:
+            left = plan.threshold - plan.projected_tokens
+            self._turn_reserve = min(reserve, max(left, 0)) if context.summaries else 0
+            return plan, context, prompt_ids
+        request = self._request(prompt_ids, history, fixed, user_text, reserve)
+        reserved = plan_trim(request)
+        if reserved.action is not Action.REFUSE or plan.action is Action.REFUSE:
+            plan, self._turn_reserve = reserved, reserve
+        return plan, context, prompt_ids
+
+    def _request(
+        self,
+        prompt_ids: list[int],
+        history: list[HistoryMessage],
+        fixed: int,
+        user_text: str,
+        reserve: int,
+    ) -> TrimRequest:
+        return TrimRequest(
+            prompt_tokens=len(prompt_ids) + reserve,
             max_tokens=self.preset.max_tokens,
             history=history,
-            new_message_tokens=self.engine.count_tokens(user_text) + self._overhead(),
+            new_message_tokens=self.engine.count_tokens(user_text)
+            + self._overhead()
+            + reserve,
             fixed_tokens=fixed,
             limit=self.effective_limit(),
             keep_ratio=self.preset.keep_ratio,
             summary_max_tokens=self.preset.summary_max_tokens,
             auto_trim=self.preset.auto_trim,
             pressure=self.pressure(),
+            reserved_tokens=reserve,
         )
-        return plan_trim(request), context, prompt_ids
 
     # -- trimming --------------------------------------------------------------------
 
@@ -225,11 +281,21 @@ class ConversationSession:
         kept = [m for m in context.messages if m.id not in set(plan.drop)]
         # Under memory pressure the plan's threshold is below the limit: aim for it.
         limit = min(plan.threshold, self.effective_limit())
+        reserve = self._turn_reserve
         while True:
-            history = [(m.role, m.content) for m in kept]
+            history = [(m.role, with_recall(m.content, m.recalled)) for m in kept]
+            kept_ids = {m.id for m in kept}
+            pinned = [*context.pinned] + [
+                m for m in context.messages if m.pinned and m.id not in kept_ids
+            ]
             ids = self.engine.render(
                 build_messages(
-                    context.system_prompt, [], history, user_text, style=self.style
+                    context.system_prompt,
+                    [],
+                    history,
+                    user_text,
+                    style=self.style,
+                    pinned=[(m.role, m.content) for m in pinned],
                 )
             )
             room = (
@@ -238,12 +304,22 @@ class ConversationSession:
                 - len(ids)
                 - self._overhead()
                 - SUMMARY_MARGIN
+                - reserve
             )
             if room >= MIN_SUMMARY_TOKENS or not kept:
                 break
+            if room + reserve >= MIN_SUMMARY_TOKENS and len(kept) <= 2:
+                # Recall gives way before the last kept turn does.
+                reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
+                self._turn_reserve = reserve
+                continue
             kept = kept[1:]
             while kept and kept[0].role != "user":
                 kept = kept[1:]
+        if room < MIN_SUMMARY_TOKENS and room + reserve >= MIN_SUMMARY_TOKENS:
+            reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
+            room = MIN_SUMMARY_TOKENS
+            self._turn_reserve = reserve
         if room < MIN_SUMMARY_TOKENS:
             raise BudgetError(
                 f"This request cannot fit in the conversation's limit of {limit} tokens "
@@ -298,11 +374,15 @@ class ConversationSession:
             old_messages=old_messages,
             first_kept_index=first_kept_index,
             dropped=[(m.role, m.content) for m in dropped],
-            kept=[(m.role, m.content) for m in kept],
+            kept=[(m.role, with_recall(m.content, m.recalled)) for m in kept],
             previous_summary=previous,
             summary_mode=mode,
             summary_max_tokens=summary_budget,
             cache_method=self.preset.trim_method,
+            pinned=[
+                (m.role, m.content)
+                for m in [*context.pinned, *(d for d in dropped if d.pinned)]
+            ],
         )
         first_id = min(
             [dropped[0].id, *(s.first_message_id for s in context.summaries)]
@@ -367,16 +447,45 @@ class ConversationSession:
             raise BudgetError(
                 plan.reason or "The conversation could not be trimmed to fit."
             )
+        recall = self.recall(context, user_text)
+        if recall.recalled:
+            yield Recalled(recall.recalled, recall.cut, recall.ms)
         self.store.add_message(
             self.conversation_id,
             "user",
             user_text,
             token_count=self.engine.count_tokens(user_text),
+            recalled=recall.recalled,
         )
         if not self.store.get_conversation(self.conversation_id).title:
             self.store.auto_title(self.conversation_id)
         yield from self._generate(
-            self.model_messages(context, user_text), cancel, outcome
+            self.model_messages(context, user_text, recall.recalled),
+            cancel,
+            outcome,
+            recall,
+        )
+
+    def recall(
+        self, context: ModelContext, user_text: str, budget: int | None = None
+    ) -> RecallResult:
+        """Find the trimmed originals ``user_text`` needs, within the recall budget.
+
+        Messages a kept turn already recalled are in the model's view and are not
+        recalled twice; with recall off in the preset nothing is. ``budget``
+        defaults to the room the last `plan` left for recall.
+        """
+        if not self.preset.recall or not context.summaries:
+            return RecallResult((), "", 0, 0.0)
+        in_view = [r.message_id for m in context.messages for r in m.recalled]
+        in_view += [m.id for m in context.pinned]
+        return recall_for(
+            self.store,
+            self.conversation_id,
+            user_text,
+            self._turn_reserve if budget is None else budget,
+            self.engine.count_tokens,
+            exclude=in_view,
         )
 
     def regenerate(self, cancel: CancelToken | None = None) -> ChatTurn:
@@ -417,7 +526,11 @@ class ConversationSession:
         return self._cancel
 
     def _generate(
-        self, messages: list[dict], cancel: CancelToken, outcome: TrimOutcome | None
+        self,
+        messages: list[dict],
+        cancel: CancelToken,
+        outcome: TrimOutcome | None,
+        recall: RecallResult | None = None,
     ) -> Iterator:
         kv = self.preset.kv_settings()
         sampling = self.preset.sampling_settings(self.seed)
@@ -456,7 +569,15 @@ class ConversationSession:
             effective_max_context=self.effective_limit(),
             preset_max_context=self.preset.max_context,
         )
-        yield TurnFinished(self._with_trim(report, outcome))
+        report = self._with_trim(report, outcome)
+        if recall is not None and recall.recalled:
+            report = replace(
+                report,
+                recalled=recall.recalled,
+                recall_cut=recall.cut,
+                recall_ms=recall.ms,
+            )
+        yield TurnFinished(report)
 
     def _with_trim(self, report: TurnReport, outcome: TrimOutcome | None) -> TurnReport:
         if outcome is None:

@@ -14,6 +14,16 @@ from app.core.trim.extractive import HEADER
 
 SEPARATE = "separate"
 MERGED = "merged"
+PINNED_HEADER = "Pinned messages, word for word:"
+
+
+def pinned_text(pinned: Iterable[tuple[str, str]]) -> str:
+    """The block of pinned trimmed messages sent after the summaries (or empty)."""
+    lines = [
+        f"{'User' if role == 'user' else 'Assistant'}: {content}"
+        for role, content in pinned
+    ]
+    return "\n".join([PINNED_HEADER, *lines]) if lines else ""
 
 
 def summary_text(content: str) -> str:
@@ -27,6 +37,7 @@ def build_messages(
     history: Iterable[tuple[str, str]],
     user_text: str | None = None,
     style: str = SEPARATE,
+    pinned: Iterable[tuple[str, str]] = (),
 ) -> list[dict]:
     """Return the chat messages for a model.
 
@@ -37,8 +48,13 @@ def build_messages(
         user_text: The new user message, if any.
         style: ``separate`` (summaries as their own system messages) or ``merged``
             (appended to the system prompt).
+        pinned: ``(role, content)`` of pinned messages a summary covers: sent word
+            for word right after the summaries.
     """
     summary_texts = [summary_text(s) for s in summaries]
+    pins = pinned_text(pinned)
+    if pins:
+        summary_texts.append(pins)
     messages: list[dict] = []
     if style == MERGED and summary_texts:
         system = "\n\n".join(t for t in [system_prompt, *summary_texts] if t)

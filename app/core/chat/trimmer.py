@@ -16,6 +16,7 @@ from app.core.chat.model_messages import build_messages
 from app.core.engine.events import GenerationEvent
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.token_ids import common_prefix_length
+from app.core.trim.degenerate import degenerate_reason
 from app.core.trim.extractive import HEADER, extractive_summary
 
 SUMMARY_REQUEST = (
@@ -107,11 +108,14 @@ class Trimmer:
                     note = (
                         "the model's summary was stopped, so an extractive one was used"
                     )
-                elif text.strip():
-                    return f"{HEADER}\n{text.strip()}", "model", ""
                 else:
+                    sources = [content for _, content in dropped]
+                    reason = degenerate_reason(text, [*sources, previous_summary])
+                    if not reason:
+                        return f"{HEADER}\n{text.strip()}", "model", ""
                     note = (
-                        "the model's summary was empty, so an extractive one was used"
+                        f"the model's summary was unusable ({reason}), so an "
+                        "extractive one was used"
                     )
             except Exception as exc:  # any failure falls back; the chat must go on
                 note = f"the model summary failed ({exc}); an extractive one was used"
@@ -120,6 +124,7 @@ class Trimmer:
             max_tokens,
             self.engine.count_tokens,
             previous_summary=previous_summary,
+            cancel=self.cancel,
         )
         return text, "extractive", note
 
@@ -173,7 +178,11 @@ class Trimmer:
             )
             keep = common_prefix_length(cached, head_ids)
             drop_until = len(old_head)
-            if cached[:drop_until] != old_head or drop_until > len(cached):
+            if drop_until > len(cached) and old_head[: len(cached)] == cached:
+                # Nothing is kept: the head ends with the closing tokens of the last
+                # reply, which the cache (ending where generation stopped) lacks.
+                drop_until = len(cached)
+            if cached[:drop_until] != old_head[:drop_until] or drop_until > len(cached):
                 note = "the cache did not line up with the stored messages; rebuilt instead"
             elif keep == 0:
                 note = (
@@ -221,6 +230,7 @@ class Trimmer:
         summary_mode: str,
         summary_max_tokens: int,
         cache_method: str,
+        pinned: list[tuple[str, str]] | None = None,
     ) -> TrimOutcome:
         """Summarise the dropped part and make the cache hold the trimmed context."""
         started = time.perf_counter()
@@ -233,7 +243,9 @@ class Trimmer:
             previous_summary,
         )
         summary_done = time.perf_counter()
-        new_messages = build_messages(system_prompt, [summary], kept, style=self.style)
+        new_messages = build_messages(
+            system_prompt, [summary], kept, style=self.style, pinned=pinned or ()
+        )
         head_count = len(new_messages) - len(kept)
         used, cache_note, computed, held = self.fix_cache(
             cache_method, old_messages, first_kept_index, new_messages, head_count

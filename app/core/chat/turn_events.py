@@ -6,6 +6,7 @@ these, a turn yields the engine's own `PrefillProgress` and `GenerationEvent` (a
 chunk) events unchanged.
 
 Order: optionally `TrimStarted` then `Trimmed` (up to three rounds), then
+optionally `Recalled`, then
 `PrefillProgress`* and `GenerationEvent`* from the engine, then `TurnFinished`.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from app.core.cancel import CancelToken
 from app.core.chat.trimmer import TrimOutcome
 from app.core.chat.turn_report import TurnReport
+from app.core.store.records import RecalledMessage
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,21 @@ class Trimmed:
     """
 
     outcome: TrimOutcome
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Trimmed originals were put back, word for word, before the new message.
+
+    Attributes:
+        messages: The recalled messages, oldest first.
+        cut: Whether one was cut at a sentence to fit the recall budget.
+        ms: Time the recall took.
+    """
+
+    messages: tuple[RecalledMessage, ...]
+    cut: bool
+    ms: float
 
 
 @dataclass(frozen=True)

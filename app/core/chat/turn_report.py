@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from app.core.store.records import ReplyStats
+from app.core.store.records import RecalledMessage, ReplyStats
 
 
 def conversation_cache_key(conversation_id: int) -> str:
@@ -59,6 +59,9 @@ class TurnReport:
         kv_layers: Which cache entries are at which precision (`LayerGroup`s: full
             attention quantized, sliding windows and recurrent state not).
         checkpoint_bytes: Bytes of the state checkpoints kept for turn reuse.
+        recalled: Trimmed originals put back before the user message (recall).
+        recall_cut: Whether a recalled message was cut to fit the recall budget.
+        recall_ms: Time recall took.
     """
 
     reply: str
@@ -88,6 +91,9 @@ class TurnReport:
     trim_note: str = ""
     kv_layers: tuple = ()
     checkpoint_bytes: int = 0
+    recalled: tuple[RecalledMessage, ...] = ()
+    recall_cut: bool = False
+    recall_ms: float = 0.0
 
     @classmethod
     def from_final(cls, final, *, reply: str, **context) -> TurnReport:
@@ -122,6 +128,8 @@ class TurnReport:
     def to_json(self) -> dict:
         """Return the report as a JSON-ready dict with rounded timings."""
         data = asdict(self)
-        for key in ("ttft_s", "prefill_s", "tokens_per_s", "trim_ms", "trim_cache_ms"):
+        keys = ("ttft_s", "prefill_s", "tokens_per_s", "trim_ms", "trim_cache_ms")
+        for key in (*keys, "recall_ms"):
             data[key] = round(data[key], 4)
+        data["recalled"] = [r.to_json() for r in self.recalled]
         return data

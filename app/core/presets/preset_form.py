@@ -48,6 +48,7 @@ LABELS = {
     "kv_floor_value_bits": "KV aging: oldest tokens' value bits (0: as KV bits)",
     "kv_age_block": "KV aging: block moved down at once (tokens)",
     "kv_rotate_keys": "KV aging: rotate keys before quantizing",
+    "recall": "Recall trimmed messages a new message needs",
 }
 # The same labels inside a sentence ("... smaller than the context limit").
 _IN_SENTENCE = {

@@ -77,6 +77,8 @@ class Preset:
             as ``kv_bits``).
         kv_age_block: KV aging: tokens moved down a tier at once.
         kv_rotate_keys: KV aging: Hadamard-rotate keys before quantizing them.
+        recall: Before each turn, put back the trimmed messages the new message needs
+            (word for word, within a share of the limit the trim reserves).
     """
 
     name: str
@@ -103,6 +105,7 @@ class Preset:
     kv_floor_value_bits: int = 0
     kv_age_block: int = DEFAULT_AGE_BLOCK
     kv_rotate_keys: bool = False
+    recall: bool = True
 
     @property
     def kv_aging(self) -> KVAging | None:
@@ -161,7 +164,7 @@ _FIELDS = {f.name: f for f in fields(Preset)}
 OPTIONAL_DEFAULTS = {
     f.name: f.default
     for f in fields(Preset)
-    if f.name.startswith("kv_") and (f.default is not MISSING)
+    if (f.name.startswith("kv_") or f.name == "recall") and f.default is not MISSING
 }
 _CHOICES: dict[str, tuple] = {
     "kv_bits": VALID_KV_BITS,

@@ -13,7 +13,13 @@ from typing import Any
 from sqlite_utils import Database
 
 from app.core.store.base import inserted_id
-from app.core.store.records import ROLES, Message, ReplyStats
+from app.core.store.records import (
+    ROLES,
+    Message,
+    RecalledMessage,
+    ReplyStats,
+    recalled_to_json,
+)
 from app.core.store.writers import WritersMixin
 
 
@@ -27,6 +33,7 @@ class MessagesMixin(WritersMixin):
         content: str,
         *,
         token_count: int | None = None,
+        recalled: tuple[RecalledMessage, ...] = (),
     ) -> int:
         """Save a finished message (typically the user's) in one transaction.
 
@@ -35,6 +42,8 @@ class MessagesMixin(WritersMixin):
             role: ``system``, ``user`` or ``assistant``.
             content: The text.
             token_count: Tokens of ``content`` if known.
+            recalled: Trimmed originals sent before it (stored so every later turn
+                renders the same prompt).
 
         Returns:
             The new message's id.
@@ -47,8 +56,48 @@ class MessagesMixin(WritersMixin):
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         return self._insert_message(
             conversation_id,
-            {"role": role, "content": content, "token_count": token_count},
+            {
+                "role": role,
+                "content": content,
+                "token_count": token_count,
+                "recalled": recalled_to_json(recalled),
+            },
         )
+
+    def set_pinned(self, message_id: int, pinned: bool) -> Message:
+        """Pin a message (kept verbatim after the summary) or unpin it.
+
+        Returns:
+            The message as stored now.
+
+        Raises:
+            NotFoundError: No message has that id.
+            ValueError: The message is not a finished user or assistant message.
+        """
+        with self._writing() as db:
+            row = self._row(db, "messages", message_id, "Message")
+            if row["role"] not in ("user", "assistant") or row["state"] not in (
+                "complete",
+                "interrupted",
+            ):
+                raise ValueError(
+                    f"message {message_id} cannot be pinned: only a finished user "
+                    "message or reply can"
+                )
+            db["messages"].update(message_id, {"pinned": int(pinned)})
+            return Message.from_row(self._row(db, "messages", message_id, "Message"))
+
+    def pinned_messages(self, conversation_id: int) -> list[Message]:
+        """Return a conversation's pinned messages, oldest first."""
+        with self._reading() as db:
+            return [
+                Message.from_row(row)
+                for row in db.query(
+                    "SELECT * FROM messages WHERE conversation_id = ? AND pinned = 1"
+                    " ORDER BY id",
+                    [conversation_id],
+                )
+            ]
 
     def get_message(self, message_id: int) -> Message:
         """Return one message.

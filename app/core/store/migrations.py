@@ -306,9 +306,42 @@ def m004_trim_causes(db: Database) -> None:
     _add_missing_columns(db, "summaries", _V4_SUMMARY_COLUMNS)
 
 
-# --- Add migration 5 here. ----------------------------------------------------------
+# --- Migration 5: reserved for the reasoning engineer's change. -----------------------
+# PLACEHOLDER on the recall branch only, so that migration 6 can register: when the
+# real migration 5 lands, this function goes (keep theirs); if none lands, renumber 6.
 
-SCHEMA_VERSION = 4
+
+@migration(5)
+def m005_reserved(db: Database) -> None:
+    """Placeholder for migration 5 (another branch's); changes nothing."""
+
+
+# --- Migration 6: recall blocks and pins on messages. -------------------------------
+
+_V6_MESSAGE_COLUMNS = (
+    # JSON list of {message_id, role, text, cut}: the originals recalled before this
+    # user message, rendered with it on every later turn so the tokens stay the same.
+    "recalled TEXT CHECK (recalled IS NULL OR json_valid(recalled))",
+    "pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1))",
+)
+
+
+@migration(6)
+def m006_recall_and_pins(db: Database) -> None:
+    """Store the recalled originals with the turn that used them, and pins.
+
+    A trimmed message the new question needs is put back verbatim before it; storing
+    that block with the user message keeps the next turn's prompt identical (cache
+    reuse holds). A pinned message stays verbatim after the summary.
+    """
+    _add_missing_columns(db, "messages", _V6_MESSAGE_COLUMNS)
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS messages_pinned ON messages(conversation_id)"
+        " WHERE pinned = 1"
+    )
+
+
+SCHEMA_VERSION = 6
 """The schema version this code writes: the number of the last migration."""
 
 

@@ -145,6 +145,49 @@ STATS_COLUMNS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
+class RecalledMessage:
+    """A trimmed message put back, verbatim, before a new user message.
+
+    Attributes:
+        message_id: The original message.
+        role: ``user`` or ``assistant``.
+        text: Its text (cut at a sentence when it alone passed the recall budget).
+        cut: Whether ``text`` was cut.
+    """
+
+    message_id: int
+    role: str
+    text: str
+    cut: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """What `swapless chat --json` and the server report."""
+        return {"message_id": self.message_id, "role": self.role, "text": self.text}
+
+
+def recalled_to_json(recalled: tuple[RecalledMessage, ...] | list) -> str | None:
+    """The stored form of a recall block (NULL when nothing was recalled)."""
+    if not recalled:
+        return None
+    return json.dumps([{**r.to_json(), "cut": r.cut} for r in recalled])
+
+
+def recalled_from_json(text: str | None) -> tuple[RecalledMessage, ...]:
+    """Read a stored recall block (an empty tuple for NULL)."""
+    if not text:
+        return ()
+    return tuple(
+        RecalledMessage(
+            int(item["message_id"]),
+            str(item["role"]),
+            str(item["text"]),
+            bool(item.get("cut", False)),
+        )
+        for item in json.loads(text)
+    )
+
+
+@dataclass(frozen=True)
 class Message:
     """One message of a conversation.
 
@@ -159,6 +202,8 @@ class Message:
         stats: Measurements of a generated reply (all None for user messages).
         summary_id: The summary that replaced it in the model's context, or None.
         error: Why generation failed (state ``error``), else None.
+        recalled: Trimmed originals put back before this user message (recall).
+        pinned: Kept verbatim after the summary once trimmed.
     """
 
     id: int
@@ -171,6 +216,8 @@ class Message:
     stats: ReplyStats
     summary_id: int | None
     error: str | None
+    recalled: tuple[RecalledMessage, ...] = ()
+    pinned: bool = False
 
     @property
     def trimmed(self) -> bool:
@@ -191,6 +238,8 @@ class Message:
             stats=ReplyStats.from_row(row),
             summary_id=row["summary_id"],
             error=row["error"],
+            recalled=recalled_from_json(row.get("recalled")),
+            pinned=bool(row.get("pinned")),
         )
 
 
@@ -366,10 +415,13 @@ class ModelContext:
         system_prompt: The conversation's system prompt (may be empty).
         entries: Active summaries and the messages no summary covers, in
             conversation order; a summary stands where its span began.
+        pinned: Pinned messages a summary covers, oldest first: sent verbatim
+            after the summaries.
     """
 
     system_prompt: str
     entries: tuple[Summary | Message, ...]
+    pinned: tuple[Message, ...] = ()
 
     @property
     def summaries(self) -> tuple[Summary, ...]:

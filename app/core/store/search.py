@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from app.core.store.base import StoreBase
-from app.core.store.records import SearchHit
+from app.core.store.records import Message, SearchHit
 
 HIT_START = "["
 HIT_END = "]"
@@ -77,3 +77,73 @@ class SearchMixin(StoreBase):
         ]
         hits += [SearchHit(*row) for row in message_rows]
         return hits
+
+    def search_trimmed(
+        self, conversation_id: int, query: str, limit: int = 16
+    ) -> list[tuple[tuple[Message, ...], float]]:
+        """Find the trimmed user+reply pairs of one conversation that best match ``query``.
+
+        For recall: only messages a summary covers are searched (what the model sees
+        anyway is not), ranked by FTS5's BM25; each hit comes with its partner (a
+        question with its reply, a reply with its question), best pair first.
+
+        Args:
+            conversation_id: The conversation.
+            query: An FTS5 query (built by `app.core.recall.query`, never raw text).
+            limit: At most this many pairs.
+        """
+        if not query or limit <= 0:
+            return []
+        with self._reading() as db:
+            hits = db.execute(
+                "SELECT m.id, -bm25(messages_fts) FROM messages_fts JOIN messages m"
+                " ON m.id = messages_fts.rowid"
+                " WHERE messages_fts MATCH ? AND m.conversation_id = ?"
+                " AND m.summary_id IS NOT NULL AND m.role IN ('user', 'assistant')"
+                " AND m.state IN ('complete', 'interrupted')"
+                " ORDER BY rank LIMIT ?",
+                [query, conversation_id, limit * 2],
+            ).fetchall()
+            pairs: list[tuple[tuple[Message, ...], float]] = []
+            seen: set[int] = set()
+            for message_id, relevance in hits:
+                if message_id in seen:
+                    continue
+                pair = _pair_of(db, conversation_id, message_id)
+                seen.update(m.id for m in pair)
+                pairs.append((pair, float(relevance)))
+                if len(pairs) >= limit:
+                    break
+            return pairs
+
+
+def _pair_of(db, conversation_id: int, message_id: int) -> tuple[Message, ...]:
+    """The user message and the reply that answered it, around ``message_id``."""
+    row = db.execute("SELECT * FROM messages WHERE id = ?", [message_id])
+    columns = [c[0] for c in row.description]
+    message = Message.from_row(dict(zip(columns, row.fetchone(), strict=True)))
+    if message.role == "user":
+        sql = (
+            "SELECT * FROM messages WHERE conversation_id = ? AND id > ?"
+            " ORDER BY id LIMIT 1"
+        )
+    else:
+        sql = (
+            "SELECT * FROM messages WHERE conversation_id = ? AND id < ?"
+            " ORDER BY id DESC LIMIT 1"
+        )
+    cursor = db.execute(sql, [conversation_id, message_id])
+    found = cursor.fetchone()
+    if found is None:
+        return (message,)
+    other = Message.from_row(
+        dict(zip([c[0] for c in cursor.description], found, strict=True))
+    )
+    usable = (
+        other.summary_id is not None
+        and other.state in ("complete", "interrupted")
+        and other.role != message.role
+    )
+    if not usable:
+        return (message,)
+    return (message, other) if message.role == "user" else (other, message)

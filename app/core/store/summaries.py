@@ -167,13 +167,24 @@ class SummariesMixin(StoreBase):
                     [conversation_id],
                 )
             ]
+            pinned = tuple(
+                Message.from_row(row)
+                for row in db.query(
+                    "SELECT * FROM messages WHERE conversation_id = ? AND pinned = 1"
+                    " AND summary_id IS NOT NULL AND state IN ('complete', 'interrupted')"
+                    " ORDER BY id",
+                    [conversation_id],
+                )
+            )
         # A summary stands where the first message it replaced stood.
         entries: list[Summary | Message] = [*summaries, *live]
         entries.sort(
             key=lambda e: e.first_message_id if isinstance(e, Summary) else e.id
         )
         return ModelContext(
-            system_prompt=conversation["system_prompt"], entries=tuple(entries)
+            system_prompt=conversation["system_prompt"],
+            entries=tuple(entries),
+            pinned=pinned,
         )
 
     def _require_in_conversation(

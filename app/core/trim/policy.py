@@ -58,6 +58,9 @@ class TrimRequest:
         auto_trim: When False, an over-long request is refused, never cut.
         pressure: System memory pressure: ``normal``, ``warning`` or ``critical``.
         warning_ratio: Under ``warning``, trim once this share of the limit is passed.
+        reserved_tokens: Room kept for recalled messages, already counted in
+            ``prompt_tokens`` and ``new_message_tokens`` (a trim it alone causes is
+            still a trim for the limit; under pressure its cause stays pressure).
     """
 
     prompt_tokens: int
@@ -71,6 +74,7 @@ class TrimRequest:
     auto_trim: bool = True
     pressure: str = "normal"
     warning_ratio: float = DEFAULT_WARNING_TRIM_RATIO
+    reserved_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,9 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
                 keep=keep,
                 after_trim_tokens=after,
                 refuse_after_trim=True,
-                cause=trim_cause(projected, request.limit, request.pressure),
+                cause=trim_cause(
+                    projected - request.reserved_tokens, request.limit, request.pressure
+                ),
                 limit=request.limit,
             )
         return TrimPlan(Action.REFUSE, reason, threshold, projected)
@@ -241,6 +247,8 @@ def plan_trim(request: TrimRequest) -> TrimPlan:
         drop=drop,
         keep=keep,
         after_trim_tokens=after,
-        cause=trim_cause(projected, request.limit, request.pressure),
+        cause=trim_cause(
+            projected - request.reserved_tokens, request.limit, request.pressure
+        ),
         limit=request.limit,
     )

@@ -46,6 +46,7 @@ class ChatView(QWidget):
     """The scrolling transcript of one conversation."""
 
     edit_submitted = Signal(int, str)
+    pin_toggled = Signal(int, bool)
     regenerate_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
@@ -192,6 +193,7 @@ class ChatView(QWidget):
                 view = MessageView.from_message(message, self._theme)
             view.edit_submitted.connect(self.edit_submitted)
             view.regenerate_requested.connect(self.regenerate_requested)
+            view.pin_toggled.connect(self.pin_toggled)
             return view
 
         return make

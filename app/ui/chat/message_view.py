@@ -27,6 +27,7 @@ from app.core.notice_words import trim_card_title
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
+from app.ui.chat.recall_chip_view import RecallChipView
 from app.ui.chat.rich_text_view import RichTextView
 from app.ui.chat.sending_text_edit import SendingTextEdit
 from app.ui.common.small_button import small_button
@@ -49,6 +50,7 @@ class MessageView(QFrame):
 
     edit_submitted = Signal(int, str)
     regenerate_requested = Signal()
+    pin_toggled = Signal(int, bool)
 
     def __init__(
         self,
@@ -93,7 +95,16 @@ class MessageView(QFrame):
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.regenerate_button.hide()
         header.addWidget(self.regenerate_button)
+        self.pin_button = small_button(
+            "Pin", "Keep this message word for word after the summary"
+        )
+        self.pin_button.setCheckable(True)
+        self.pin_button.clicked.connect(self._on_pin_button_clicked)
+        self.pin_button.setVisible(message_id is not None and not read_only)
+        header.addWidget(self.pin_button)
         layout.addLayout(header)
+        self.recall_chip: RecallChipView | None = None
+        self._layout = layout
 
         self.body = RichTextView(self)
         self.body.code_copied.connect(self._on_body_code_copied)
@@ -135,7 +146,7 @@ class MessageView(QFrame):
         cls, message: Message, theme: MarkdownTheme, *, read_only: bool = False
     ) -> MessageView:
         """A view of a stored message."""
-        return cls(
+        view = cls(
             message.role,
             message.content,
             theme,
@@ -143,6 +154,21 @@ class MessageView(QFrame):
             footer=message_footer(message),
             read_only=read_only,
         )
+        view.show_stored(message)
+        return view
+
+    def show_stored(self, message: Message) -> None:
+        """Show what the store says beyond the text: the recall chip, the pin."""
+        self.set_pinned(message.pinned)
+        if message.recalled and self.recall_chip is None:
+            self.recall_chip = RecallChipView(message.recalled, self)
+            # Under the header, above the text: it came before the message.
+            self._layout.insertWidget(1, self.recall_chip)
+
+    def set_pinned(self, pinned: bool) -> None:
+        """Show the message as pinned or not."""
+        self.pin_button.setChecked(pinned)
+        self.pin_button.setText("Pinned" if pinned else "Pin")
 
     def adopt(self, message: Message) -> None:
         """Become the view of a stored message (a live turn that was just saved).
@@ -154,9 +180,11 @@ class MessageView(QFrame):
         self.message_id = message.id
         self.setProperty("live", False)
         self.edit_button.setVisible(self.role == "user")
+        self.pin_button.setVisible(True)
         if message.content != self.text:
             self.set_text(message.content)
         self.set_footer(message_footer(message))
+        self.show_stored(message)
 
     def set_text(self, text: str) -> None:
         """Replace the text (a streaming reply grows through this)."""
@@ -198,6 +226,10 @@ class MessageView(QFrame):
             self.body.set_markdown(self.text, self._theme)
         else:
             self.body.set_plain(self.text)
+
+    def _on_pin_button_clicked(self, checked: bool) -> None:
+        if self.message_id is not None:
+            self.pin_toggled.emit(self.message_id, checked)
 
     def _on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.text)

@@ -8,6 +8,7 @@ from app.core.chat.conversation_session import ConversationSession
 from app.core.chat.trimmer import Trimmer
 from app.core.errors import BudgetError
 from app.core.presets.presets import get_preset
+from app.core.recall.block import render_block
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
 
@@ -70,7 +71,9 @@ def test_forty_turns_never_pass_max_context(engine, store, tiny_model_dir):
             # After a splice the summary and kept turns come from the cache; only the
             # new message and the tail of the last reply are prefilled. A rebuild
             # would reuse just the system prompt.
-            assert report.reused_tokens > 0.6 * report.prompt_tokens
+            # (What recall put back before the new message is new tokens too.)
+            recalled = engine.count_tokens(render_block(report.recalled))
+            assert report.reused_tokens + recalled > 0.6 * report.prompt_tokens
     assert trims >= 5
     assert len(store.messages(session.conversation_id, include_trimmed=True)) == 80
 
@@ -174,7 +177,8 @@ def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(
     text, method, note = trimmer.write_summary(
         "model", 24, messages, [("user", "x")], 2, ""
     )
-    assert method == "model" and note == ""
+    # Random weights write junk, which the degenerate check may replace (and say so).
+    assert (method, note) == ("model", "") or "unusable" in note
     assert engine.count_tokens(text) <= 24 + 16  # bounded (plus the header)
     after = engine.cached_token_ids("model-summary")
     # The request and the summary's tokens were trimmed off; the history up to the last
@@ -190,7 +194,9 @@ def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
 
     # Models with recurrent or sliding-window layers have caches splicing cannot handle.
     monkeypatch.setattr(ConversationCache, "can_splice", lambda self: False)
-    session = start(engine, store, tiny_model_dir, max_context=400)
+    # Recall off: at 400 tokens its reserve drops whole random replies, whose
+    # generated tokens may not re-tokenize the same (another reason to rebuild).
+    session = start(engine, store, tiny_model_dir, max_context=400, recall=False)
     trimmed = [
         r
         for r in (session.send(user_turn(i)).wait() for i in range(1, 12))
@@ -212,7 +218,7 @@ def test_splices_stop_before_positions_pass_the_trained_context(
     # The tiny model was trained for 16K tokens; pretend it was 900 so that after a few
     # splices the running rotary position would pass it.
     monkeypatch.setattr(engine, "trained_context", lambda: 900)
-    session = start(engine, store, tiny_model_dir, max_context=400)
+    session = start(engine, store, tiny_model_dir, max_context=400, recall=False)
     methods = []
     for i in range(1, 25):
         report = session.send(user_turn(i)).wait()

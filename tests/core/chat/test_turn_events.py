@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import ConversationSession
-from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
+from app.core.chat.turn_events import Recalled, Trimmed, TrimStarted, TurnFinished
 from app.core.engine.events import GenerationEvent, PrefillProgress
 from app.core.presets.presets import get_preset
 
@@ -23,6 +23,7 @@ def kinds(events) -> list[str]:
     names = {
         TrimStarted: "trim-started",
         Trimmed: "trimmed",
+        Recalled: "recalled",
         PrefillProgress: "prefill",
         GenerationEvent: "text",
         TurnFinished: "finished",

@@ -46,6 +46,8 @@ EXPECTED_COLUMNS = {
         "summary_id": "INTEGER",
         "error": "TEXT",
         "writer_id": "INTEGER",
+        "recalled": "TEXT",
+        "pinned": "INTEGER",
     },
     "summaries": {
         "id": "INTEGER",
@@ -130,6 +132,7 @@ EXPECTED_INDEXES = {
     "quality_checks_by_model",
     "quality_results_by_model",
     "quality_results_by_check",
+    "messages_pinned",
 }
 
 EXPECTED_TRIGGERS = {

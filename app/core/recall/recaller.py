@@ -1,0 +1,98 @@
+"""One recall step of a turn: query, search the store, choose within the budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from app.core.recall.block import choose
+from app.core.recall.query import recall_query
+from app.core.store import Store
+from app.core.store.records import Message, RecalledMessage
+
+# Candidate pairs fetched per turn: more than ever fit, few enough to stay fast.
+SEARCH_PAIRS = 12
+# Pairs whose relevance is within this share of each other count as equally relevant.
+TIE_BAND = 0.2
+
+
+def newer_among_equals(
+    found: list[tuple[tuple[Message, ...], float]],
+) -> list[tuple[Message, ...]]:
+    """Order pairs by BM25 relevance, the newer first among near-equals.
+
+    A fact stated again later ("my locker number is now 10") matches the question as
+    well as the first statement did, and is often a little longer, so BM25 alone would
+    put the older value first; when only one fits the budget, the newer must win.
+    """
+    if not found:
+        return []
+    best = max(relevance for _, relevance in found) or 1.0
+
+    def band(relevance: float) -> int:
+        return int((best - relevance) / (abs(best) * TIE_BAND))
+
+    ordered = sorted(
+        found, key=lambda item: (band(item[1]), -max(m.id for m in item[0]))
+    )
+    return [pair for pair, _ in ordered]
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What recall put back before a new message.
+
+    Attributes:
+        recalled: The originals, oldest first (empty when nothing matched or fit).
+        query: The FTS5 query used (empty when the message had no usable word).
+        candidates: Pairs the search returned.
+        ms: Time the step took.
+    """
+
+    recalled: tuple[RecalledMessage, ...]
+    query: str
+    candidates: int
+    ms: float
+
+    @property
+    def cut(self) -> bool:
+        """Whether a recalled message was cut to fit the budget."""
+        return any(r.cut for r in self.recalled)
+
+
+def recall_for(
+    store: Store,
+    conversation_id: int,
+    text: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    exclude: Iterable[int] = (),
+) -> RecallResult:
+    """Find the trimmed originals ``text`` needs and choose what fits ``budget``.
+
+    Args:
+        store: The open store.
+        conversation_id: The conversation.
+        text: The new user message.
+        budget: Tokens the recall block may take.
+        count_tokens: The model's tokenizer count.
+        exclude: Message ids already in the model's view (recalled by a kept turn).
+    """
+    started = time.perf_counter()
+    query = recall_query(text)
+    if not query or budget <= 0:
+        return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
+    skip = set(exclude)
+    found = [
+        (pair, relevance)
+        for pair, relevance in store.search_trimmed(
+            conversation_id, query, SEARCH_PAIRS
+        )
+        if not any(m.id in skip for m in pair)
+    ]
+    recalled = choose(newer_among_equals(found), budget, count_tokens)
+    recalled = tuple(sorted(recalled, key=lambda r: r.message_id))
+    return RecallResult(
+        recalled, query, len(found), (time.perf_counter() - started) * 1000
+    )

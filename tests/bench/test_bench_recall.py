@@ -1,0 +1,49 @@
+"""The benchmark's recall part: trimmed facts on the reference model, Wilson intervals."""
+
+from __future__ import annotations
+
+import random
+
+from app.bench.parts.recall import recall
+from app.bench.runner import run_bench
+from app.bench.settings import QUICK
+
+
+def test_recall_part_runs_every_cell_and_times_the_recall_step(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(recall, "QUICK_CASES", 1)
+    monkeypatch.setattr(recall, "OVERHEAD_MESSAGES", 300)
+    monkeypatch.setattr(recall, "OVERHEAD_REPS", 3)
+    results = run_bench(
+        tmp_path, tiny_model_dir, only="recall", settings=QUICK, log=lambda _: None
+    )
+    part = results["parts"]["recall"]
+    assert part["status"] == "ok", part.get("traceback")
+    cells = part["figures"]["cells"]
+    assert set(cells) == {f"{m}:{k}" for m in recall.MODES for k in recall.KINDS}
+    for outcome in cells.values():
+        assert outcome["total"] == 1
+        assert outcome["fact_trimmed"] == 1  # the fact lives only in trimmed turns
+        low, high = outcome["wilson_95"]
+        assert 0 <= low <= outcome["share"] <= high <= 1
+    # With recall on, the dormant fact's original comes back before the question.
+    assert cells["recall:dormant"]["recalled_fact"] == 1
+    assert cells["summary:dormant"]["recalled_fact"] == 0
+    assert part["figures"]["overhead"]["median_ms"] > 0
+    assert "trimmed_fact_recall.png" in results["files"]
+
+
+def test_cases_are_seeded_and_an_updated_fact_changes_its_value():
+    filler = lambda tokens, rng: " ".join("word" for _ in range(tokens))  # noqa: E731
+    a = recall.make_case("updated", random.Random("x"), filler)
+    b = recall.make_case("updated", random.Random("x"), filler)
+    assert a == b
+    assert a.old_answer and a.old_answer != a.answer
+    assert any(a.answer in text for _, text in a.history)
+
+
+def test_wilson_interval():
+    low, high = recall.wilson(160, 200)
+    assert 0.739 < low < 0.740 and 0.849 < high < 0.850
+    assert recall.wilson(0, 10)[0] == 0.0

@@ -1,0 +1,131 @@
+"""Recall against a real store: BM25 over one conversation's trimmed pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.recall.block import (
+    BLOCK_END,
+    BLOCK_START,
+    choose,
+    recall_budget,
+    render_block,
+    with_recall,
+)
+from app.core.recall.recaller import recall_for
+from app.core.store import Store
+from app.core.store.records import RecalledMessage
+
+
+def words(text):
+    return len(text.split())
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store.open(tmp_path / "recall.db")
+    yield store
+    store.close()
+
+
+def _conversation(store, pairs, trim_until):
+    """Add user/reply pairs and summarise the first ``trim_until`` pairs."""
+    conversation = store.create_conversation(model="m", preset="chat", settings={})
+    ids = []
+    for question, answer in pairs:
+        ids.append(store.add_message(conversation, "user", question))
+        ids.append(store.add_message(conversation, "assistant", answer))
+    if trim_until:
+        store.add_summary(
+            conversation, ids[0], ids[2 * trim_until - 1], "summary", 3, "extractive"
+        )
+    return conversation, ids
+
+
+PAIRS = [
+    ("My locker number is 4417.", "Noted: your locker number is 4417."),
+    ("Tell me about tides.", "Tides follow the moon."),
+    ("What do herons eat?", "Herons eat fish and frogs."),
+    ("And the weather in spring?", "Mild, with rain."),
+]
+
+
+def test_the_trimmed_pair_sharing_rare_words_comes_back_whole(store):
+    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+    result = recall_for(store, conversation, "What is my locker number?", 200, words)
+    assert [r.message_id for r in result.recalled] == ids[:2]
+    assert result.recalled[1].text == "Noted: your locker number is 4417."
+    assert not result.cut
+
+
+def test_messages_not_trimmed_and_other_conversations_are_never_recalled(store):
+    conversation, ids = _conversation(store, PAIRS, trim_until=1)
+    other, _ = _conversation(store, [("Herons nest in trees.", "Yes.")], 1)
+    result = recall_for(store, conversation, "herons weather", 200, words)
+    assert result.recalled == ()  # those turns are still in view
+    result = recall_for(store, other, "locker", 200, words)
+    assert result.recalled == ()
+
+
+def test_fts_syntax_in_the_question_is_no_error(store):
+    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+    for text in ['"locker', "NEAR(locker", "locker*", "locker:", "AND OR NOT", "?"]:
+        recall_for(store, conversation, text, 200, words)
+    result = recall_for(store, conversation, '"locker" OR NOT', 200, words)
+    assert result.recalled and result.recalled[0].message_id == ids[0]
+
+
+def test_excluded_messages_are_not_recalled_again(store):
+    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+    result = recall_for(store, conversation, "locker", 200, words, exclude=[ids[0]])
+    assert result.recalled == ()
+
+
+def test_a_pair_larger_than_the_budget_is_cut_at_a_sentence(store):
+    long_answer = " ".join(f"Sentence {i} about the locker." for i in range(60))
+    conversation, ids = _conversation(
+        store, [("Where is my locker?", long_answer), *PAIRS[1:]], trim_until=3
+    )
+    result = recall_for(store, conversation, "locker", 60, words)
+    assert result.cut and result.recalled
+    assert words(render_block(result.recalled)) <= 60
+    assert result.recalled[-1].text.endswith("locker.")
+
+
+def test_pairs_are_taken_best_first_while_they_fit():
+    class M:
+        def __init__(self, id, role, content):
+            self.id, self.role, self.content = id, role, content
+
+    pairs = [
+        (M(5, "user", "alpha " * 10), M(6, "assistant", "beta " * 10)),
+        (M(1, "user", "gamma"), M(2, "assistant", "delta")),
+        (M(3, "user", "x " * 100), M(4, "assistant", "y")),
+    ]
+    chosen = choose(pairs, 50, words)
+    assert [r.message_id for r in chosen] == [5, 6, 1, 2]
+    block = render_block(chosen)
+    assert block.startswith(BLOCK_START) and block.endswith(BLOCK_END)
+    # Written oldest first, whatever the rank.
+    assert block.index("gamma") < block.index("alpha")
+
+
+def test_the_block_precedes_the_message_and_nothing_changes_without_one():
+    recalled = (RecalledMessage(1, "user", "My cat is Tom."),)
+    assert with_recall("Name?", ()) == "Name?"
+    text = with_recall("Name?", recalled)
+    assert text.startswith(BLOCK_START) and text.endswith("\n\nName?")
+    assert "User: My cat is Tom." in text
+
+
+def test_the_budget_is_a_fifth_of_the_limit_up_to_1024():
+    assert recall_budget(512) == 102
+    assert recall_budget(32_768) == 1024
+
+
+def test_the_block_is_stored_with_the_user_message(store):
+    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+    recalled = (RecalledMessage(ids[0], "user", "My locker number is 4417.", True),)
+    new = store.add_message(conversation, "user", "locker?", recalled=recalled)
+    assert store.get_message(new).recalled == recalled
+    assert store.get_message(ids[1]).recalled == ()
