@@ -139,8 +139,9 @@ class ReplyRouter:
 
     The streaming detokenizer holds back incomplete characters; at a channel change
     it is flushed so no byte of the reasoning lands in the answer or the other way
-    round. The answer's leading blank lines (templates put ``\\n\\n`` after
-    ``</think>``) are not shown.
+    round. The answer's leading newlines (templates put ``\\n\\n`` after ``</think>``
+    and strip them when they render the reply back: only newlines, so the stored
+    answer re-renders to the tokens the cache holds) are not shown.
 
     Args:
         detokenizer: mlx-lm's streaming detokenizer of the model (reset here).
@@ -164,7 +165,7 @@ class ReplyRouter:
 
     def _send(self, text: str) -> None:
         if self.channel == ANSWER and not self._answer_text:
-            text = text.lstrip()
+            text = text.lstrip("\n")
             if not text:
                 return
             self._answer_text = True
@@ -197,7 +198,7 @@ class ReplyRouter:
         self._detokenizer.finalize()
         text = self._detokenizer.last_segment
         if self.channel == ANSWER and not self._answer_text:
-            text = text.lstrip()
+            text = text.lstrip("\n")
         if self.channel == REASONING:
             self.reasoning_text.append(text)
         return text
