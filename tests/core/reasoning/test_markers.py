@@ -76,3 +76,50 @@ def test_switches_are_read_from_template_text():
     )
     assert template_switch("{% if thinking %}<think>{% endif %}", "think") == "thinking"
     assert template_switch(None, "think") == ""
+
+
+def test_the_reference_format_renders_exactly_as_transformers_does(thinking_model_dir):
+    from app.core.modelkit.reference import chat_format
+
+    tokenizer = load_tokenizer(thinking_model_dir())
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather in a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                },
+            },
+        }
+    ]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Porto?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "Call the tool.",
+            "tool_calls": [
+                {"function": {"name": "get_weather", "arguments": {"city": "Porto"}}}
+            ],
+        },
+        {"role": "tool", "content": "Sunny."},
+        {"role": "assistant", "content": "Sunny.", "reasoning_content": "Done."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    for thinking in (True, False):
+        for prompt in (True, False):
+            expected = tokenizer.apply_chat_template(
+                messages,
+                tools=tools,
+                add_generation_prompt=prompt,
+                enable_thinking=thinking,
+                tokenize=False,
+            )
+            assert expected == chat_format.render(
+                messages, tools, add_generation_prompt=prompt, enable_thinking=thinking
+            )
+    assert tokenizer.has_tool_calling and tokenizer.tool_call_start == "<tool_call>"
