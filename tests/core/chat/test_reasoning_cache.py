@@ -90,3 +90,35 @@ def test_a_model_without_reasoning_is_left_as_before(engine, store, tiny_model_d
     report = session.send("Hello there").wait()
     assert report.reasoning_cut_method == "" and report.reasoning == ""
     assert report.reasoning_tokens == 0
+
+
+KV_KINDS = {
+    "8-bit": {"kv_bits": 8},
+    "4-bit": {"kv_bits": 4, "kv_group": 32},
+    "aged": {"kv_bits": 4, "kv_recent_tokens": 64, "kv_age_block": 64},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KV_KINDS))
+def test_the_cut_holds_on_quantized_and_aged_caches(engines, store, kind):
+    engine = engines("qwq.jinja", ())
+    preset = get_preset("chat").with_changes(
+        system_prompt="You are brief.",
+        temperature=0.0,
+        max_tokens=24,
+        thinking_budget=8,
+        quantized_kv_start=0,
+        **KV_KINDS[kind],
+    )
+    session = ConversationSession.start(engine, store, preset, model=kind)
+    held_before = 0
+    for turn in range(3):
+        report = session.send(f"Question {turn}: what is {turn} + {turn}?").wait()
+        if turn:
+            assert report.reused_tokens == held_before
+        assert report.reasoning_cut_method == "splice", report.reasoning_cut_note
+        cached = engine.cached_token_ids(session.cache_key)
+        messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
+        rendered = engine.render(messages, False, preset.thinking_settings())
+        assert rendered[: len(cached)] == cached
+        held_before = len(cached)
