@@ -261,7 +261,7 @@ class FormatRecipe:
     """
 
     seed: int = 0
-    steps: int = 120
+    steps: int = 130
     batch: int = 8
     length: int = 384
     max_distance: int = 300
