@@ -75,7 +75,7 @@ def align_cache(
         reply_message(report),
         {"role": "user", "content": NEXT_TURN_PLACEHOLDER},
     ]
-    rendered = engine.render(history, False, thinking)
+    rendered = engine.render(history, False, thinking=thinking)
     cut = engine.cut_reasoning(key, rendered)
     if cut is None:
         return report

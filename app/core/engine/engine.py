@@ -365,7 +365,9 @@ class Engine(EngineThread):
             from app.core.tools.model_format import stable_prefix_length
 
             prefix_len = stable_prefix_length(
-                lambda m, g: self.render(m, g, template_tools, thinking), messages, prompt_ids
+                lambda m, g: self.render(m, g, template_tools, thinking),
+                messages,
+                prompt_ids,
             )
         else:
             prefix_len = prefix_reuse.system_prefix_length(

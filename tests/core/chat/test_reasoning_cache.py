@@ -71,7 +71,7 @@ def test_the_cache_equals_the_rendered_history_after_every_turn(engines, store, 
             assert report.reused_tokens == held_before
         cached = engine.cached_token_ids(session.cache_key)
         messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
-        rendered = engine.render(messages, False, preset.thinking_settings())
+        rendered = engine.render(messages, False, thinking=preset.thinking_settings())
         assert rendered[: len(cached)] == cached, case
         assert report.context_tokens == len(cached)
         if always_cut:
@@ -119,6 +119,6 @@ def test_the_cut_holds_on_quantized_and_aged_caches(engines, store, kind):
         assert report.reasoning_cut_method == "splice", report.reasoning_cut_note
         cached = engine.cached_token_ids(session.cache_key)
         messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
-        rendered = engine.render(messages, False, preset.thinking_settings())
+        rendered = engine.render(messages, False, thinking=preset.thinking_settings())
         assert rendered[: len(cached)] == cached
         held_before = len(cached)
