@@ -96,3 +96,58 @@ def engine(tiny_model_dir):
     engine.load(tiny_model_dir)
     yield engine
     engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def thinking_model_dir(tmp_path_factory):
+    """A tiny model (random weights) that speaks the reasoning/tool-call format.
+
+    Its tokenizer has ``<think>``, ``</think>`` and the tool-call tokens as single
+    tokens and its template is the reference model's Qwen3-style one
+    (`app.core.modelkit.reference.chat_format`); ``thinking_model_dir(template)``
+    gives a copy with another chat template.
+    """
+    import json
+    import shutil
+
+    from app.core.modelkit.model_builder import build_model
+    from app.core.modelkit.reference import chat_format
+    from app.core.modelkit.tokenizer_training import train_tokenizer
+
+    root = tmp_path_factory.mktemp("models")
+    base = root / "tiny-thinking"
+    build_model(base, shape="tiny", bits=16, seed=0)
+    config = json.loads((base / "config.json").read_text())
+    # Room for up to 16 more tokens (harmony's, DeepSeek's) inside the embedding.
+    spare = 16
+    tokenizer = train_tokenizer(
+        config["vocab_size"] - len(chat_format.FORMAT_TOKENS) - spare
+    )
+    chat_format.extend_tokenizer(tokenizer)
+    tokenizer.save(str(base / "tokenizer.json"))
+    made: dict[str, object] = {}
+
+    def get(template: str = chat_format.CHAT_TEMPLATE, extra_tokens=()):
+        key = template + "\0" + "\0".join(extra_tokens)
+        if key not in made:
+            folder = root / f"tiny-thinking-{len(made)}"
+            shutil.copytree(base, folder)
+            if extra_tokens:
+                from tokenizers import AddedToken, Tokenizer
+
+                grown = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                grown.add_tokens(
+                    [
+                        AddedToken(t, normalized=False, special=True)
+                        for t in extra_tokens
+                    ]
+                )
+                assert grown.get_vocab_size() <= config["vocab_size"]
+                grown.save(str(folder / "tokenizer.json"))
+            settings = json.loads((folder / "tokenizer_config.json").read_text())
+            settings["chat_template"] = template
+            (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+            made[key] = folder
+        return made[key]
+
+    return get

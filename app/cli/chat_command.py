@@ -71,6 +71,22 @@ def register(subcommands) -> None:
     parser.add_argument("--temp", type=float, metavar="T")
     parser.add_argument("--top-p", type=float, metavar="P")
     parser.add_argument("--seed", type=arg_types.seed, default=None, metavar="N")
+    parser.add_argument(
+        "--thinking",
+        choices=("on", "off"),
+        help="a reasoning model thinks before answering (its template's switch)",
+    )
+    parser.add_argument(
+        "--thinking-budget",
+        type=int,
+        metavar="N",
+        help="end a reasoning model's thought after N tokens (0: no budget)",
+    )
+    parser.add_argument(
+        "--hide-reasoning",
+        action="store_true",
+        help="do not print a reasoning model's thoughts (they are still stored)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
     parser.add_argument(
         "--json-schema",
@@ -94,6 +110,10 @@ HELP = (
 )
 
 
+DIM = "\x1b[2m"
+RESET = "\x1b[0m"
+
+
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -112,6 +132,8 @@ def _preset_from_args(args, base):
         temperature=args.temp,
         top_p=args.top_p,
         system_prompt=args.system,
+        thinking=None if args.thinking is None else args.thinking == "on",
+        thinking_budget=args.thinking_budget,
     )
 
 
@@ -127,7 +149,34 @@ def _read_line() -> str:
     return decode_line(buffer.readline())[0]
 
 
-def _run_turn(turn, show: bool):
+class _ReplyPrinter:
+    """Prints a reply's text: reasoning dimmed on a terminal (or hidden), then the answer."""
+
+    def __init__(self, show_reasoning: bool, terminal: bool) -> None:
+        self.show_reasoning = show_reasoning
+        self.terminal = terminal
+        self.channel = "answer"
+        self.printed_reasoning = False
+
+    def print(self, text: str, channel: str) -> None:
+        if channel == "reasoning" and not self.show_reasoning:
+            return
+        if channel != self.channel:
+            if channel == "reasoning" and self.terminal:
+                print(DIM, end="")
+            elif self.channel == "reasoning":
+                print((RESET if self.terminal else "") + "\n", end="")
+            self.channel = channel
+        self.printed_reasoning |= channel == "reasoning"
+        print(text, end="", flush=True)
+
+    def end(self) -> None:
+        if self.channel == "reasoning" and self.terminal:
+            print(RESET, end="", flush=True)
+        self.channel = "answer"
+
+
+def _run_turn(turn, show: bool, show_reasoning: bool = True):
     """Loop over a turn's events, printing the reply and trims when ``show``."""
     from app.core.chat.turn_events import Recalled, Trimmed, TurnFinished
     from app.core.engine.events import GenerationEvent
@@ -135,6 +184,7 @@ def _run_turn(turn, show: bool):
 
     report = None
     output_closed = False
+    printer = _ReplyPrinter(show_reasoning, sys.stdout.isatty())
     for event in turn:
         if isinstance(event, TurnFinished):
             report = event.report
@@ -142,7 +192,9 @@ def _run_turn(turn, show: bool):
             continue
         elif isinstance(event, GenerationEvent):
             try:
-                print(event.text, end="", flush=True)
+                printer.print(event.text, event.channel)
+                if event.finished:
+                    printer.end()
             except BrokenPipeError:
                 # `swapless chat | head`: the reader has gone. The reply stops and is
                 # kept as interrupted; main() then ends the command quietly.
@@ -164,6 +216,11 @@ def _run_turn(turn, show: bool):
             )
     if output_closed:
         raise BrokenPipeError
+    if show and report is not None and report.reasoning_truncated:
+        _say(
+            "[the reply reached max_tokens while the model was still reasoning: "
+            "no answer was written; raise --max-tokens or set --thinking-budget]"
+        )
     return report
 
 
@@ -328,7 +385,11 @@ class _Chat:
                 print("swapless> ", end="", flush=True)
             self.replying = True
             try:
-                report = _run_turn(self.session.send(text), show=not args.json)
+                report = _run_turn(
+                    self.session.send(text),
+                    show=not args.json,
+                    show_reasoning=not args.hide_reasoning,
+                )
             finally:
                 self.replying = False
             if args.json:

@@ -41,7 +41,8 @@ def register(subcommands) -> None:
     parser.add_argument(
         "--train",
         action="store_true",
-        help="with --shape reference: train it anew (most of an hour on 2 CPU cores) "
+        help="with --shape reference: train it anew (the recall stages, then the reasoning "
+        "and tool-call stage: over an hour on 2 CPU cores) "
         "instead of copying the committed weights",
     )
     parser.set_defaults(run=run)

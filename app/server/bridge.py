@@ -65,12 +65,13 @@ class Bridge:
         except TimeoutError:
             return TICK
 
-    def more_text(self) -> str:
-        """Answer text of the deltas already waiting, merged (the loop fell behind)."""
+    def more_text(self, channel: str = "answer") -> str:
+        """Text of ``channel``'s deltas already waiting, merged (the loop fell behind);
+        a delta of the other channel stops the merge."""
         texts = []
         while self._held is None and not self._queue.empty():
             item = self._queue.get_nowait()
-            if isinstance(item, TextDelta) and item.channel == "answer":
+            if isinstance(item, TextDelta) and item.channel == channel:
                 texts.append(item.text)
             else:
                 self._held = item

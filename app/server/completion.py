@@ -30,6 +30,7 @@ from app.core.tools.turn_tools import TurnTools
 from app.core.trim.policy import Action
 from app.core.turn.parts import (
     ANSWER,
+    REASONING,
     ToolCall,
     ToolCallDelta,
     ToolCallFinished,
@@ -52,6 +53,7 @@ from app.server.openai_chat.client_history import (
     model_view,
 )
 from app.server.openai_chat.openai_request import ChatRequest
+from app.server.openai_chat.reasoning_fields import request_thinking
 from app.server.stop_sequences import StopScanner
 from app.server.tool_paths import turn_tools_of
 from app.server.tool_prompt import engine_takes_tools, fold_tools
@@ -389,12 +391,14 @@ class CompletionService:
             sampling,
             max_context=limit,
             cancel=cancel,
+            thinking=request_thinking(self.preset.thinking_settings(), request),
             **extra,
         )
         scanner = StopScanner(request.stop)
         parts: list[str] = []
         calls: list[ToolCall] = []
         notes: list[str] = []
+        thoughts: list[str] = []
         try:
             for event in handle:  # a budget refusal is raised here, before any event
                 if not accepted:
@@ -413,6 +417,7 @@ class CompletionService:
                 if not isinstance(event, GenerationEvent) or not event.text:
                     continue
                 if event.channel != ANSWER:  # reasoning: no stop sequences in it
+                    thoughts.append(event.text)
                     yield TextDelta(event.text, event.channel)
                     continue
                 text = scanner.feed(event.text)
@@ -441,6 +446,7 @@ class CompletionService:
             key=key,
             tool_calls=tuple(calls),
             stop_sequence=scanner.matched,
+            reasoning="".join(thoughts),
             swapless={
                 **extension,
                 **({"tool_call_notes": notes} if notes else {}),
@@ -454,6 +460,10 @@ class CompletionService:
                 "kv_bits": final.kv_bits,
                 "ttft_s": round(final.ttft_s, 4),
                 "tokens_per_s": round(final.tokens_per_s, 2),
+                "reasoning_tokens": final.reasoning_tokens,
+                "reasoning_truncated": (
+                    final.finish_reason == "length" and final.channel == REASONING
+                ),
             },
         )
 

@@ -68,6 +68,7 @@ class Finished:
         tool_calls: The calls the reply made (its finish reason is then
             ``tool_calls``).
         stop_sequence: The stop sequence that ended the reply, if one did.
+        reasoning: A reasoning model's thoughts (empty for others).
     """
 
     text: str
@@ -79,3 +80,4 @@ class Finished:
     key: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     stop_sequence: str = ""
+    reasoning: str = ""

@@ -408,8 +408,10 @@ class ServerApp:
                         logger.error("chat completion failed", exc_info=item.error)
                     yield writer.error(known)
                     return
-                if isinstance(item, TextDelta) and item.channel == "answer":
-                    yield writer.text(item.text + bridge.more_text())
+                if isinstance(item, TextDelta):
+                    yield writer.text(
+                        item.text + bridge.more_text(item.channel), item.channel
+                    )
                 elif isinstance(item, ToolCallStarted):
                     yield writer.tool_call_started(item)
                 elif isinstance(item, ToolCallDelta):

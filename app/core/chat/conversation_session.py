@@ -19,6 +19,7 @@ from dataclasses import replace
 from app.core.budget.context_state import DeviceLimit, effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages, summary_style
+from app.core.chat.reasoning_turns import align_cache, with_reasoning
 from app.core.chat.trimmer import Trimmer, TrimOutcome
 from app.core.chat.turn_events import (
     ChatTurn,
@@ -44,6 +45,7 @@ from app.core.trim.policy import (
     TrimRequest,
     plan_trim,
 )
+from app.core.turn.parts import REASONING
 
 MAX_TRIM_ROUNDS = 3
 # Tokens left unused by a summary to absorb merges at message boundaries.
@@ -171,8 +173,10 @@ class ConversationSession:
 
         A user message that had trimmed originals recalled before it is sent with its
         stored recall block, so every later turn renders the same tokens.
+        A reply's reasoning travels as ``reasoning_content`` (Hugging Face's key): the
+        model's own template decides whether it keeps it.
         """
-        return build_messages(
+        messages = build_messages(
             context.system_prompt,
             [s.content for s in context.summaries],
             [(m.role, with_recall(m.content, m.recalled)) for m in context.messages],
@@ -180,6 +184,7 @@ class ConversationSession:
             style=self.style,
             pinned=[(m.role, m.content) for m in context.pinned],
         )
+        return with_reasoning(messages, context.messages)
 
     def _message_tokens(self, message: Message) -> int:
         # Re-tokenize rather than trust the generated count: a reply's text can
@@ -536,6 +541,7 @@ class ConversationSession:
         sampling = self.preset.sampling_settings(self.seed)
         message_id = self.store.begin_reply(self.conversation_id)
         saver = ReplySaver(self.store, message_id)
+        thinking = self.preset.thinking_settings()
         handle = self.engine.chat(
             self.cache_key,
             messages,
@@ -543,11 +549,12 @@ class ConversationSession:
             sampling,
             max_context=self.effective_limit(),
             cancel=cancel,
+            thinking=thinking,
         )
         try:
             for event in handle:
                 if isinstance(event, GenerationEvent) and event.text:
-                    saver.add(event.text)
+                    saver.add(event.text, reasoning=event.channel == REASONING)
                 yield event
         except GeneratorExit:
             # The consumer stopped listening (a closed pipe, a client gone): like a
@@ -569,6 +576,8 @@ class ConversationSession:
             effective_max_context=self.effective_limit(),
             preset_max_context=self.preset.max_context,
         )
+        report = replace(report, reasoning=saver.reasoning)
+        report = align_cache(self.engine, self.cache_key, messages, report, thinking)
         report = self._with_trim(report, outcome)
         if recall is not None and recall.recalled:
             report = replace(

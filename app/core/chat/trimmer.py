@@ -138,7 +138,12 @@ class Trimmer:
         handle = self.engine.side_generate(
             self.cache_key, prompt, self.kv, sampling, cancel=self.cancel
         )
-        return "".join(e.text for e in handle if isinstance(e, GenerationEvent))
+        # A reasoning model's thoughts about the summary are not the summary.
+        return "".join(
+            e.text
+            for e in handle
+            if isinstance(e, GenerationEvent) and e.channel == "answer"
+        )
 
     def fix_cache(
         self,

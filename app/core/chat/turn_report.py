@@ -22,6 +22,8 @@ def reply_stats(final) -> ReplyStats:
         tokens_per_s=final.tokens_per_s,
         peak_memory_bytes=final.peak_memory_bytes,
         kv_bits=final.kv_bits,
+        reasoning_tokens=final.reasoning_tokens or None,
+        reasoning_s=final.reasoning_s if final.reasoning_tokens else None,
     )
 
 
@@ -62,6 +64,18 @@ class TurnReport:
         recalled: Trimmed originals put back before the user message (recall).
         recall_cut: Whether a recalled message was cut to fit the recall budget.
         recall_ms: Time recall took.
+        reasoning: A reasoning model's thoughts (empty for others).
+        reasoning_tokens: Tokens of reasoning (markers included).
+        reasoning_s: Seconds spent reasoning.
+        reasoning_truncated: The reply hit ``max_tokens`` inside its reasoning, so
+            it has no answer.
+        reasoning_forced_end: The thinking budget ended the reasoning.
+        reasoning_cut_tokens: Cache entries of the reasoning cut out after the
+            reply (so the cache equals the template's rendering of the history).
+        reasoning_cut_method: ``splice``, ``none`` (nothing to cut), ``truncate``
+            (the cache could not splice: the next turn re-prefills the answer) or
+            empty when the model does not reason.
+        reasoning_cut_note: Why the fallback was used, if it was.
     """
 
     reply: str
@@ -94,6 +108,14 @@ class TurnReport:
     recalled: tuple[RecalledMessage, ...] = ()
     recall_cut: bool = False
     recall_ms: float = 0.0
+    reasoning: str = ""
+    reasoning_tokens: int = 0
+    reasoning_s: float = 0.0
+    reasoning_truncated: bool = False
+    reasoning_forced_end: bool = False
+    reasoning_cut_tokens: int = 0
+    reasoning_cut_method: str = ""
+    reasoning_cut_note: str = ""
 
     @classmethod
     def from_final(cls, final, *, reply: str, **context) -> TurnReport:
@@ -122,6 +144,12 @@ class TurnReport:
             finish_reason=final.finish_reason or "stop",
             kv_layers=final.kv_layers,
             checkpoint_bytes=final.checkpoint_bytes,
+            reasoning_tokens=final.reasoning_tokens,
+            reasoning_s=final.reasoning_s,
+            reasoning_truncated=(
+                final.finish_reason == "length" and final.channel == "reasoning"
+            ),
+            reasoning_forced_end=final.reasoning_forced_end,
             **context,
         )
 
@@ -129,7 +157,7 @@ class TurnReport:
         """Return the report as a JSON-ready dict with rounded timings."""
         data = asdict(self)
         keys = ("ttft_s", "prefill_s", "tokens_per_s", "trim_ms", "trim_cache_ms")
-        for key in (*keys, "recall_ms"):
+        for key in (*keys, "recall_ms", "reasoning_s"):
             data[key] = round(data[key], 4)
         data["recalled"] = [r.to_json() for r in self.recalled]
         return data

@@ -36,6 +36,7 @@ from app.core.tools.turn_tools import TurnTools
 if TYPE_CHECKING:  # imported where used: loading them imports mlx
     from app.core.budget.device_budget import DeviceBudget
     from app.core.engine.loader import LoadedModel
+from app.core.reasoning.thinking import ThinkingSettings, template_arguments
 
 __all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
@@ -219,13 +220,23 @@ class Engine(EngineThread):
         messages: list[dict],
         add_generation_prompt: bool = True,
         tools: list[dict] | None = None,
+        thinking: ThinkingSettings | None = None,
     ) -> list[int]:
         """Return the token ids of ``messages`` under the model's chat template.
 
         Runs on the calling thread (no MLX is involved), memoised by `PromptTokenizer`.
-        ``tools`` (OpenAI's function shape) are rendered by the template too.
+        ``tools`` (OpenAI's function shape) are rendered by the template too;
+        ``thinking`` sets its thinking switch (none: the template's default).
         """
-        return self.tokenizer.render(messages, add_generation_prompt, tools)
+        tokenizer = self.tokenizer
+        args = (
+            template_arguments(tokenizer.reasoning, thinking, tokenizer.chat_template)
+            if thinking is not None
+            else None
+        )
+        return tokenizer.render(
+            messages, add_generation_prompt, tools, template_args=args
+        )
 
     def tool_call_format(self):
         """How the loaded model writes tool calls (`CallFormat`): its own, or the
@@ -327,6 +338,7 @@ class Engine(EngineThread):
         max_context: int | None = None,
         cancel: CancelToken | None = None,
         tools: TurnTools | None = None,
+        thinking: ThinkingSettings | None = None,
     ) -> TurnHandle:
         """Start a reply to a chat; the conversation's cache is reused and extended.
 
@@ -341,22 +353,25 @@ class Engine(EngineThread):
             tools: Tools offered and output constraint: tools are rendered by the
                 template (and kept with the system prompt in the prefix cache), calls
                 come out as tool-call events, a grammar constrains decoding.
+            thinking: A reasoning model's switch and budget (ignored by others).
 
         Returns:
             A handle streaming the turn's events.
         """
         # Rendering needs no MLX: it runs here, not on the engine thread.
         template_tools = tools.template_tools() if tools is not None else None
-        prompt_ids = self.render(messages, True, template_tools)
+        prompt_ids = self.render(messages, True, template_tools, thinking)
         if template_tools:
             from app.core.tools.model_format import stable_prefix_length
 
             prefix_len = stable_prefix_length(
-                lambda m, g: self.render(m, g, template_tools), messages, prompt_ids
+                lambda m, g: self.render(m, g, template_tools, thinking),
+                messages,
+                prompt_ids,
             )
         else:
             prefix_len = prefix_reuse.system_prefix_length(
-                self.render, messages, prompt_ids
+                lambda m, g: self.render(m, g, None, thinking), messages, prompt_ids
             )
         return self.generate(
             key,
@@ -367,6 +382,7 @@ class Engine(EngineThread):
             cancel,
             prefix_len=prefix_len,
             tools=tools,
+            thinking_budget=thinking.budget if thinking else 0,
         )
 
     def generate(
@@ -380,12 +396,14 @@ class Engine(EngineThread):
         *,
         prefix_len: int = 0,
         tools: TurnTools | None = None,
+        thinking_budget: int = 0,
     ) -> TurnHandle:
         """Start a reply to already-tokenized prompt ids on a conversation's cache.
 
         Args:
             prefix_len: Leading tokens (a system prompt) worth storing in the prefix
                 cache for other conversations; see `chat` for the others.
+            thinking_budget: Most reasoning tokens of a reasoning model (0: none).
         """
         handle = TurnHandle(cancel)
         self.submit(
@@ -394,6 +412,7 @@ class Engine(EngineThread):
                 prefix_len=prefix_len,
                 max_context=max_context,
                 tools=tools,
+                thinking_budget=thinking_budget,
             ),
             key,
             prompt_ids,
@@ -441,6 +460,7 @@ class Engine(EngineThread):
         prefix_len=0,
         max_context=None,
         tools=None,
+        thinking_budget=0,
     ) -> None:
         from app.core.engine.generation import run_turn
 
@@ -471,6 +491,8 @@ class Engine(EngineThread):
                 # from, for caches with sliding-window or recurrent layers.
                 checkpoint_at=(prefix_len,) if prefix_len else (),
                 logits_processors=processors,
+                reasoning=self.tokenizer.reasoning,
+                thinking_budget=thinking_budget,
             )
             try:
                 prefix_reuse.remember_prefix(
@@ -531,6 +553,31 @@ class Engine(EngineThread):
         finally:
             self._caches.publish(key)
         return PrefillReport.after(cache, started, cache.offset - computed, computed)
+
+    def cut_reasoning(self, key: str, rendered: list[int]):
+        """Cut the last reply's reasoning out of a conversation's cache (blocking).
+
+        Args:
+            key: The conversation's cache key.
+            rendered: The history's rendering for the next turn
+                (`app.core.reasoning.history`).
+
+        Returns:
+            A `ReasoningCutReport`, or None when the conversation has no cache.
+        """
+
+        def job():
+            from app.core.engine.reasoning_cache import cut_reasoning
+
+            cache = self._caches.get(key)
+            if cache is None:
+                return None
+            try:
+                return cut_reasoning(cache, rendered)
+            finally:
+                self._caches.publish(key)
+
+        return self.submit(job).result()
 
     def side_generate(
         self,

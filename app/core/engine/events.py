@@ -127,7 +127,13 @@ class GenerationEvent:
             the state checkpoint at the reused length) or ``reset``.
         channel: Whether ``text`` is the answer or the model's reasoning
             (`app.core.turn.parts.ANSWER` / `REASONING`); a model without reasoning
-            markers writes only answer text.
+            markers writes only answer text. On the final event: the channel the
+            reply ended in, so ``finish_reason == "length"`` with `REASONING` means
+            the reply was cut inside its reasoning (no answer was written).
+        reasoning_tokens: Tokens of reasoning so far (markers included).
+        reasoning_s: Seconds spent reasoning so far.
+        reasoning_forced_end: True once Swapless ended the reasoning itself at the
+            thinking budget.
     """
 
     text: str
@@ -148,6 +154,9 @@ class GenerationEvent:
     checkpoint_bytes: int = 0
     rewind: str = "none"
     channel: Channel = ANSWER
+    reasoning_tokens: int = 0
+    reasoning_s: float = 0.0
+    reasoning_forced_end: bool = False
 
     @property
     def finished(self) -> bool:

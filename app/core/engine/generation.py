@@ -30,7 +30,14 @@ from app.core.engine.cache.conversation_cache import (
 )
 from app.core.engine.events import FinishReason, GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
+from app.core.engine.reasoning_stream import (
+    ReasoningSplitter,
+    ReplyRouter,
+    forced_end_ids,
+)
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.reasoning.markers import NO_REASONING, ReasoningFormat
+from app.core.turn.parts import REASONING, Channel
 
 # Smaller than mlx-lm's 2048 so a cancel during a long prefill is noticed within
 # about a second on a laptop CPU, at no measurable cost in throughput.
@@ -142,6 +149,8 @@ def run_turn(
     started: float | None = None,
     checkpoint_at: Iterable[int] = (),
     logits_processors: list | None = None,
+    reasoning: ReasoningFormat = NO_REASONING,
+    thinking_budget: int = 0,
 ) -> TurnOutcome:
     """Generate a reply to ``prompt_ids`` on ``cache`` and stream events to ``emit``.
 
@@ -160,6 +169,10 @@ def run_turn(
             the end of the system prompt.
         logits_processors: mlx-lm logits processors (a grammar's token mask,
             `app.core.engine.tool_hooks`), given every reply token so far.
+        reasoning: The model's reasoning markers: text is routed to the reasoning
+            or answer channel as it streams (`reasoning_stream`).
+        thinking_budget: Most reasoning tokens (0: none); at the budget the end
+            marker is written into the reply and the model goes on to answer.
 
     Returns:
         The generated ids and the final event.
@@ -191,13 +204,22 @@ def run_turn(
             prefill_done_at.append(time.perf_counter())
             emit(PrefillProgress(processed=total, total=total))
 
-    detokenizer = tokenizer.detokenizer
-    detokenizer.reset()
     generated: list[int] = []
     first_token_at = None
     finish: FinishReason = "length"
+    thought = _ThoughtClock()
 
-    def make_event(text: str, finish_reason: FinishReason | None) -> GenerationEvent:
+    def emit_text(text: str, channel: Channel) -> None:
+        thought.see(channel)
+        emit(make_event(text, None, channel))
+
+    router = ReplyRouter(
+        tokenizer.detokenizer, ReasoningSplitter(reasoning, prompt_ids), emit_text
+    )
+
+    def make_event(
+        text: str, finish_reason: FinishReason | None, channel: Channel = "answer"
+    ) -> GenerationEvent:
         now = time.perf_counter()
         first = first_token_at or now
         decode_tokens = max(len(generated) - 1, 0)
@@ -222,9 +244,14 @@ def run_turn(
             kv_layers=cache.layer_groups() if final else (),
             checkpoint_bytes=cache.checkpoint_nbytes if final else 0,
             rewind=rewind,
+            channel=channel,
+            reasoning_tokens=router.splitter.reasoning_tokens,
+            reasoning_s=thought.seconds(),
+            reasoning_forced_end=bool(forced),
         )
 
     steps = None
+    forced: list[int] = []
     try:
         prefill_range(
             loaded.model,
@@ -234,33 +261,48 @@ def run_turn(
             checkpoint_at=checkpoint_at,
             on_chunk=on_chunk,
         )
-        steps = generate_step(
-            mx.array(prompt_ids[-1:]),
-            loaded.model,
-            max_tokens=sampling.max_tokens,
-            sampler=sampler,
-            prompt_cache=cache.layers,
-            prefill_step_size=PREFILL_STEP,
-            prompt_progress_callback=on_last_token,
-            logits_processors=logits_processors,
-        )
-        for token, _ in steps:
-            if first_token_at is None:
-                first_token_at = time.perf_counter()
-            # Between tokens: generate_step reads the same list on its next step.
-            cache.quantize()
-            generated.append(int(token))
-            if token in eos_ids:
-                finish = "stop"
-                break
-            detokenizer.add_token(token)
-            emit(make_event(detokenizer.last_segment, None))
-            if is_cancelled():
-                finish = "cancelled"
-                break
-            if len(generated) >= sampling.max_tokens:
-                finish = "length"
-                break
+        pending = prompt_ids[-1:]
+        while pending:
+            steps = generate_step(
+                mx.array(pending),
+                loaded.model,
+                max_tokens=sampling.max_tokens - len(generated),
+                sampler=sampler,
+                prompt_cache=cache.layers,
+                prefill_step_size=PREFILL_STEP,
+                prompt_progress_callback=on_last_token,
+                logits_processors=logits_processors,
+            )
+            pending = []
+            for token, _ in steps:
+                if first_token_at is None:
+                    first_token_at = time.perf_counter()
+                # Between tokens: generate_step reads the same list on its next step.
+                cache.quantize()
+                generated.append(int(token))
+                if token in eos_ids:
+                    finish = "stop"
+                    break
+                router.add(int(token))
+                if is_cancelled():
+                    finish = "cancelled"
+                    break
+                if len(generated) >= sampling.max_tokens:
+                    finish = "length"
+                    break
+                if router.splitter.over_budget(thinking_budget):
+                    # End the thought here: the marker becomes part of the reply, and
+                    # generation resumes after it (`_resume_after`).
+                    forced = forced_end_ids(reasoning, tokenizer.encode)
+                    pending = _resume_after(steps, cache, prompt_ids + generated)
+                    steps = None
+                    for forced_token in forced:
+                        generated.append(forced_token)
+                        router.add(forced_token)
+                    pending += forced
+                    if len(generated) >= sampling.max_tokens:
+                        pending = []  # the marker took the reply's last room
+                    break
     except _Cancelled:
         finish = "cancelled"
     finally:
@@ -271,10 +313,40 @@ def run_turn(
         cache.reconcile(prompt_ids + generated)
     # The end of the reply is where the next turn resumes.
     cache.checkpoint()
-    detokenizer.finalize()
-    final = make_event(detokenizer.last_segment, finish)
+    text = router.finish()
+    final = make_event(text, finish, router.channel)
     emit(final)
     return TurnOutcome(generated_ids=generated, last_event=final)
+
+
+def _resume_after(steps, cache: ConversationCache, held: list[int]) -> list[int]:
+    """Stop ``steps`` and return the reply's tokens the cache does not hold yet."""
+    steps.close()
+    cache.evaluate()
+    cache.reconcile(held)
+    return held[cache.offset :]
+
+
+class _ThoughtClock:
+    """Seconds from the first reasoning text to the first answer text."""
+
+    def __init__(self) -> None:
+        self._start: float | None = None
+        self._end: float | None = None
+
+    def see(self, channel: Channel) -> None:
+        now = time.perf_counter()
+        if channel == REASONING:
+            if self._start is None:
+                self._start = now
+            self._end = None
+        elif self._start is not None and self._end is None:
+            self._end = now
+
+    def seconds(self) -> float:
+        if self._start is None:
+            return 0.0
+        return (self._end or time.perf_counter()) - self._start
 
 
 def prefill_only(

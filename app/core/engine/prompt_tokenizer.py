@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
+
+from app.core.reasoning.markers import ReasoningFormat, detect
 
 # Rendered prompts kept: a turn renders the same prompt a few times (plan, fit, send),
 # and the next turn starts with the previous prompt as its prefix.
@@ -74,11 +77,23 @@ class PromptTokenizer:
         self._counts = _LRU(COUNT_CACHE_ENTRIES)
         self._max_token_chars: int | None = None
 
+    @cached_property
+    def reasoning(self) -> ReasoningFormat:
+        """How the model marks its reasoning (`markers.detect`; none for most)."""
+        return detect(self._tokenizer)
+
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template's text, when it is one string."""
+        template = getattr(self._tokenizer, "chat_template", None)
+        return template if isinstance(template, str) else None
+
     def render(
         self,
         messages: Sequence[dict],
         add_generation_prompt: bool = True,
         tools: list[dict] | None = None,
+        template_args: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """Return the token ids of ``messages`` under the model's chat template.
 
@@ -87,6 +102,8 @@ class PromptTokenizer:
                 ``tool_call_id`` for tool turns).
             add_generation_prompt: Append the assistant's turn header.
             tools: Tool definitions the template renders (OpenAI's function shape).
+            template_args: Further template arguments (the thinking switch:
+                `app.core.reasoning.thinking.template_arguments`).
 
         Returns:
             A new list (callers may change it); empty for no messages, which is
@@ -100,6 +117,7 @@ class PromptTokenizer:
             add_generation_prompt,
             json.dumps(list(messages), sort_keys=True),
             json.dumps(tools, sort_keys=True) if tools else None,
+            json.dumps(dict(template_args or {}), sort_keys=True, default=str),
         )
         cached = self._renders.get(key)
         if cached is None:
@@ -109,6 +127,7 @@ class PromptTokenizer:
                 add_generation_prompt=add_generation_prompt,
                 tokenize=False,
                 **extra,
+                **dict(template_args or {}),
             )
             cached = tuple(self.encode(text))
             if len(text) <= MAX_CACHED_CHARS:

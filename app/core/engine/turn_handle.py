@@ -129,6 +129,11 @@ class TurnHandle:
         return self.final
 
     def text(self) -> str:
-        """Consume every event and return the whole reply text."""
-        parts = [e.text for e in self if isinstance(e, GenerationEvent)]
+        """Consume every event and return the whole reply text (the answer: a
+        reasoning model's thoughts are left out)."""
+        parts = [
+            e.text
+            for e in self
+            if isinstance(e, GenerationEvent) and e.channel == "answer"
+        ]
         return "".join(parts)

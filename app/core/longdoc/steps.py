@@ -98,7 +98,7 @@ def follow_step(
             if whole:
                 tracker.finish_step()
                 yield tracker.answering()
-        if event.text:
+        if event.text and event.channel == "answer":  # notes, not the model's thoughts
             on_text(event.text)
         if event.generated_tokens % PROGRESS_EVERY_TOKENS == 0:
             yield tracker.writing(event.generated_tokens, event.tokens_per_s)

@@ -31,6 +31,7 @@ from app.core.presets.generation_settings import (
     KVSettings,
     SamplingSettings,
 )
+from app.core.reasoning.thinking import EFFORTS, ThinkingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,14 @@ class Preset:
         kv_rotate_keys: KV aging: Hadamard-rotate keys before quantizing them.
         recall: Before each turn, put back the trimmed messages the new message needs
             (word for word, within a share of the limit the trim reserves).
+        thinking: A reasoning model thinks before answering (its template's switch;
+            ignored by models that do not reason).
+        thinking_budget: Most reasoning tokens per reply, then Swapless ends the
+            thought itself and the model answers; 0: only ``max_tokens`` bounds it.
+        reasoning_effort: ``low``, ``medium`` or ``high`` for templates with an
+            effort switch (gpt-oss).
+        keep_past_reasoning: Keep earlier turns' reasoning where the template
+            offers the choice (``preserve_thinking``); off: old thoughts leave the KV.
     """
 
     name: str
@@ -106,6 +115,10 @@ class Preset:
     kv_age_block: int = DEFAULT_AGE_BLOCK
     kv_rotate_keys: bool = False
     recall: bool = True
+    thinking: bool = True
+    thinking_budget: int = 0
+    reasoning_effort: str = "medium"
+    keep_past_reasoning: bool = False
 
     @property
     def kv_aging(self) -> KVAging | None:
@@ -148,6 +161,15 @@ class Preset:
             seed=seed,
         )
 
+    def thinking_settings(self) -> ThinkingSettings:
+        """Return what a reasoning model is asked to do in this preset."""
+        return ThinkingSettings(
+            enabled=self.thinking,
+            budget=self.thinking_budget,
+            effort=self.reasoning_effort,
+            keep_past=self.keep_past_reasoning,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Return every field as plain values (what a conversation stores)."""
         return asdict(self)
@@ -160,11 +182,19 @@ class Preset:
 
 
 _FIELDS = {f.name: f for f in fields(Preset)}
+# Reasoning keys, added after 0.1 like the kv_ ones.
+THINKING_KEYS = (
+    "thinking",
+    "thinking_budget",
+    "reasoning_effort",
+    "keep_past_reasoning",
+)
 # Keys added after 0.1: a file or stored conversation without them gets these.
 OPTIONAL_DEFAULTS = {
     f.name: f.default
     for f in fields(Preset)
-    if (f.name.startswith("kv_") or f.name == "recall") and f.default is not MISSING
+    if (f.name.startswith("kv_") or f.name == "recall" or f.name in THINKING_KEYS)
+    and f.default is not MISSING
 }
 _CHOICES: dict[str, tuple] = {
     "kv_bits": VALID_KV_BITS,
@@ -175,6 +205,7 @@ _CHOICES: dict[str, tuple] = {
     "kv_band_value_bits": TIER_BITS,
     "kv_floor_value_bits": (0, *TIER_BITS),
     "kv_age_block": VALID_AGE_BLOCKS,
+    "reasoning_effort": EFFORTS,
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "keep_ratio": KEEP_RATIO_RANGE,
@@ -187,6 +218,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 65_536),
     "kv_recent_tokens": (0, MAX_CONTEXT),
     "kv_band_tokens": (0, MAX_CONTEXT),
+    "thinking_budget": (0, 65_536),
 }
 # The rules, for a form that explains them in its own words (`preset_form`).
 VALUE_RANGES = _RANGES

@@ -92,14 +92,37 @@ def continuation(
 
     Returns:
         ``(question_ids, reply_ids)``: the tokens after the rendered ``messages`` up to
-        the reply's first token, and the reply's tokens (end-of-turn excluded).
+        the reply's first token, and the reply's tokens (end-of-turn excluded). A
+        template that renders the last reply differently once a question follows
+        (Qwen3 drops the empty thinking block it gives a final reply) makes
+        ``question_ids`` start where the two renderings part: the part of the context
+        both share, then the question as the model sees it (``len(messages)`` ids
+        are then fewer than the rendered context).
     """
     context = render(messages, False)
     asked = render([*messages, question[0]], True)
     whole = render([*messages, *question], False)
-    if asked[: len(context)] != context or whole[: len(asked)] != asked:
+    if whole[: len(asked)] != asked:
         raise NotAdditive("the chat template does not render messages additively")
-    return asked[len(context) :], whole[len(asked) :]
+    shared = common_prefix_length(context, asked)
+    return asked[shared:], whole[len(asked) :]
+
+
+def reply_start(
+    encode: Callable[[str], list[int]], reply_ids: list[int], reply: str
+) -> int:
+    """How many of ``reply_ids`` the template writes before the reply's own text.
+
+    Zero for most templates; a reasoning template (Qwen3's) renders a finished reply
+    as ``<think>\n\n</think>\n\n`` + text, and those tokens come first.
+    """
+    text_ids = encode(reply)
+    if not text_ids or reply_ids[: len(text_ids[:1])] == text_ids[:1]:
+        return 0
+    for index, token in enumerate(reply_ids):
+        if token == text_ids[0] and reply_ids[index : index + 2] == text_ids[:2]:
+            return index
+    return 0
 
 
 def answer_span(

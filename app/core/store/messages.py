@@ -173,8 +173,15 @@ class MessagesMixin(WritersMixin):
             writer=True,
         )
 
-    def update_reply_text(self, message_id: int, text: str) -> None:
+    def update_reply_text(
+        self, message_id: int, text: str, reasoning: str | None = None
+    ) -> None:
         """Save the partial text of a reply that is still generating.
+
+        Args:
+            message_id: The reply.
+            text: Its answer so far.
+            reasoning: Its reasoning so far (None: unchanged).
 
         Raises:
             ValueError: The reply is no longer generating.
@@ -182,8 +189,9 @@ class MessagesMixin(WritersMixin):
         """
         with self._writing() as db:
             cursor = db.execute(
-                "UPDATE messages SET content = ? WHERE id = ? AND state = 'generating'",
-                [text, message_id],
+                "UPDATE messages SET content = ?, reasoning = coalesce(?, reasoning)"
+                " WHERE id = ? AND state = 'generating'",
+                [text, reasoning, message_id],
             )
             if cursor.rowcount == 0:
                 self._require_generating(db, message_id)
@@ -196,6 +204,7 @@ class MessagesMixin(WritersMixin):
         *,
         token_count: int | None = None,
         stopped: bool = False,
+        reasoning: str | None = None,
     ) -> None:
         """Save a reply's final text and stats in one transaction.
 
@@ -206,6 +215,7 @@ class MessagesMixin(WritersMixin):
             token_count: Tokens of ``content``; defaults to ``stats.generated_tokens``.
             stopped: The user stopped the reply early: it is saved as
                 ``interrupted`` instead of ``complete``.
+            reasoning: The reply's reasoning (None: as last saved).
 
         Raises:
             ValueError: The reply is no longer generating.
@@ -218,6 +228,7 @@ class MessagesMixin(WritersMixin):
             state="interrupted" if stopped else "complete",
             token_count=token_count,
             error=None,
+            reasoning=reasoning,
         )
 
     def fail_reply(
@@ -226,6 +237,7 @@ class MessagesMixin(WritersMixin):
         content: str,
         error: str,
         stats: ReplyStats | None = None,
+        reasoning: str | None = None,
     ) -> None:
         """Save a reply that failed, keeping the text generated so far.
 
@@ -234,7 +246,13 @@ class MessagesMixin(WritersMixin):
             NotFoundError: No message has that id.
         """
         self._end_reply(
-            message_id, content, stats, state="error", token_count=None, error=error
+            message_id,
+            content,
+            stats,
+            state="error",
+            token_count=None,
+            error=error,
+            reasoning=reasoning,
         )
 
     def _insert_message(
@@ -262,8 +280,10 @@ class MessagesMixin(WritersMixin):
         state: str,
         token_count: int | None,
         error: str | None,
+        reasoning: str | None = None,
     ) -> None:
         stats = stats or ReplyStats()
+        extra = {} if reasoning is None else {"reasoning": reasoning}
         if token_count is None:
             token_count = stats.generated_tokens
         with self._writing() as db:
@@ -277,6 +297,7 @@ class MessagesMixin(WritersMixin):
                     "error": error,
                     "writer_id": None,
                     **stats.as_dict(),
+                    **extra,
                 },
             )
             self._touch(db, row["conversation_id"], self._now())

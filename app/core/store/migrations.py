@@ -306,14 +306,23 @@ def m004_trim_causes(db: Database) -> None:
     _add_missing_columns(db, "summaries", _V4_SUMMARY_COLUMNS)
 
 
-# --- Migration 5: reserved for the reasoning engineer's change. -----------------------
-# PLACEHOLDER on the recall branch only, so that migration 6 can register: when the
-# real migration 5 lands, this function goes (keep theirs); if none lands, renumber 6.
+# --- Migration 5: a reasoning model's thoughts, stored apart. Shipped: never edit.
+
+_V5_MESSAGE_COLUMNS = (
+    "reasoning TEXT NOT NULL DEFAULT ''",
+    "reasoning_tokens INTEGER",
+    "reasoning_s REAL",
+)
 
 
 @migration(5)
-def m005_reserved(db: Database) -> None:
-    """Placeholder for migration 5 (another branch's); changes nothing."""
+def m005_reasoning(db: Database) -> None:
+    """Keep a reply's reasoning in its own column, with its token count and seconds.
+
+    Not in ``messages_fts`` (search finds answers, not thoughts) and never part of a
+    summary. Messages written before this have an empty reasoning and NULL counts.
+    """
+    _add_missing_columns(db, "messages", _V5_MESSAGE_COLUMNS)
 
 
 # --- Migration 6: recall blocks and pins on messages. -------------------------------

@@ -113,6 +113,8 @@ class ReplyStats:
         tokens_per_s: Generation speed.
         peak_memory_bytes: Peak memory while generating.
         kv_bits: KV-cache quantisation bits, or None for unquantised.
+        reasoning_tokens: Tokens of a reasoning model's thoughts in the reply.
+        reasoning_s: Seconds the model spent reasoning.
     """
 
     prompt_tokens: int | None = None
@@ -122,6 +124,8 @@ class ReplyStats:
     tokens_per_s: float | None = None
     peak_memory_bytes: int | None = None
     kv_bits: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_s: float | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ReplyStats:
@@ -141,6 +145,8 @@ STATS_COLUMNS: tuple[str, ...] = (
     "tokens_per_s",
     "peak_memory_bytes",
     "kv_bits",
+    "reasoning_tokens",
+    "reasoning_s",
 )
 
 
@@ -202,6 +208,8 @@ class Message:
         stats: Measurements of a generated reply (all None for user messages).
         summary_id: The summary that replaced it in the model's context, or None.
         error: Why generation failed (state ``error``), else None.
+        reasoning: A reasoning model's thoughts before ``content`` (empty if none);
+            never searched, summarised or shown as the answer.
         recalled: Trimmed originals put back before this user message (recall).
         pinned: Kept verbatim after the summary once trimmed.
     """
@@ -216,6 +224,7 @@ class Message:
     stats: ReplyStats
     summary_id: int | None
     error: str | None
+    reasoning: str = ""
     recalled: tuple[RecalledMessage, ...] = ()
     pinned: bool = False
 
@@ -238,6 +247,7 @@ class Message:
             stats=ReplyStats.from_row(row),
             summary_id=row["summary_id"],
             error=row["error"],
+            reasoning=row.get("reasoning") or "",
             recalled=recalled_from_json(row.get("recalled")),
             pinned=bool(row.get("pinned")),
         )

@@ -67,6 +67,7 @@ class ReplySaver:
         self._every_tokens = every_tokens
         self._clock = clock
         self._parts: list[str] = []
+        self._reasoning: list[str] = []
         self._unsaved_tokens = 0
         self._saved_at = clock()
         self._dirty = False
@@ -76,14 +77,20 @@ class ReplySaver:
         """All the text received so far."""
         return "".join(self._parts)
 
-    def add(self, delta_text: str, tokens: int = 1) -> None:
+    @property
+    def reasoning(self) -> str:
+        """All the reasoning text received so far."""
+        return "".join(self._reasoning)
+
+    def add(self, delta_text: str, tokens: int = 1, *, reasoning: bool = False) -> None:
         """Append streamed text; saves if a threshold was reached.
 
         Args:
             delta_text: The new text.
             tokens: How many tokens it holds (engines usually stream one at a time).
+            reasoning: The text is the model's reasoning, not its answer.
         """
-        self._parts.append(delta_text)
+        (self._reasoning if reasoning else self._parts).append(delta_text)
         self._unsaved_tokens += tokens
         self._dirty = True
         if (
@@ -92,11 +99,15 @@ class ReplySaver:
         ):
             self.flush()
 
+    def _extra(self) -> dict[str, str]:
+        """The reasoning argument, given only when there is reasoning."""
+        return {"reasoning": self.reasoning} if self._reasoning else {}
+
     def flush(self) -> None:
         """Save the text now if anything arrived since the last save."""
         if not self._dirty:
             return
-        self._store.update_reply_text(self.message_id, self.text)
+        self._store.update_reply_text(self.message_id, self.text, **self._extra())
         self.saves += 1
         self._unsaved_tokens = 0
         self._saved_at = self._clock()
@@ -104,7 +115,9 @@ class ReplySaver:
 
     def finish(self, stats: ReplyStats | None = None, *, stopped: bool = False) -> None:
         """Save the complete reply with its stats (``interrupted`` if ``stopped``)."""
-        self._store.finish_reply(self.message_id, self.text, stats, stopped=stopped)
+        self._store.finish_reply(
+            self.message_id, self.text, stats, stopped=stopped, **self._extra()
+        )
         self._dirty = False
 
     def fail(self, error: BaseException | str, stats: ReplyStats | None = None) -> None:
@@ -120,5 +133,7 @@ class ReplySaver:
             # KnownError's message is already written for the user.
             name = type(error).__name__
             message = f"{name}: {message}" if message else name
-        self._store.fail_reply(self.message_id, self.text, message, stats)
+        self._store.fail_reply(
+            self.message_id, self.text, message, stats, **self._extra()
+        )
         self._dirty = False

@@ -49,6 +49,10 @@ def message_footer(message: Message) -> str:
     if message.role != "assistant":
         return ""
     stats = format_stats(message.stats)
+    if message.stats.reasoning_tokens:
+        # The footer counts both: the thought's tokens are part of the reply's cost.
+        thought = f"{message.stats.reasoning_tokens:,} reasoning tokens"
+        stats = f"{stats} · {thought}" if stats else thought
     if message.state == "interrupted":
         return "Stopped" + (f" · {stats}" if stats else "")
     if message.state == "error":

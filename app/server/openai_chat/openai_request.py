@@ -25,6 +25,7 @@ from app.server.openai_chat.openai_tools import (
     message_tool_calls,
     parse_turn_tools,
 )
+from app.server.openai_chat.reasoning_fields import client_reasoning, parse_effort
 
 ROLES = ("system", "user", "assistant", "tool")
 # OpenAI's newer name for the system role.
@@ -91,6 +92,8 @@ class ChatRequest:
         parallel_tool_calls: Several calls in one reply are allowed.
         response_schema: A JSON schema the reply must validate against.
         json_object: The reply must be one JSON object.
+        reasoning_effort: OpenAI's ``reasoning_effort`` (``none`` … ``high``), or
+            None for the preset's thinking settings.
     """
 
     model: str
@@ -105,6 +108,7 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: str = "auto"
     never_trim: bool = False
+    reasoning_effort: str | None = None
     parallel_tool_calls: bool = True
     response_schema: dict | None = None
     json_object: bool = False
@@ -224,6 +228,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
             )
         include_usage = _optional_bool(options, "include_usage", False)
     return ChatRequest(
+        reasoning_effort=parse_effort(data),
         model=model,
         messages=check_tool_results(_messages(data.get("messages"))),
         stream=stream,
@@ -414,8 +419,11 @@ def _message(item: Any, index: int) -> ChatMessage:
                 param=f"{where}.tool_call_id",
             )
         return ChatMessage(role, content, tool_call_id=ident)
-    calls = message_tool_calls(item, where) if role == "assistant" else ()
-    return ChatMessage(role, content, tool_calls=calls)
+    if role != "assistant":
+        return ChatMessage(role, content)
+    calls = message_tool_calls(item, where)
+    reasoning, content = client_reasoning(item, content, where)
+    return ChatMessage(role, content, reasoning_content=reasoning, tool_calls=calls)
 
 
 def _content(content: Any, role: str, where: str) -> str:

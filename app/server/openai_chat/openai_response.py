@@ -46,22 +46,28 @@ def finish_reason(event: Finished) -> str:
 
 
 def message(event: Finished) -> dict:
-    """The assistant message of a finished reply, with its tool calls."""
-    if not event.tool_calls:
-        return {"role": "assistant", "content": event.text}
-    return {
-        "role": "assistant",
+    """The assistant message of a finished reply: its answer, its tool calls, and its
+    reasoning apart when there is any.
+
+    ``reasoning_content`` is the field llama.cpp, LM Studio, vLLM and DeepSeek's API
+    send, and what the popular clients (Open WebUI, LibreChat, the Vercel AI SDK's
+    OpenAI-compatible provider) read.
+    """
+    body: dict = {"role": "assistant", "content": event.text}
+    if event.tool_calls:
         # OpenAI sends null content with calls and no text.
-        "content": event.text or None,
-        "tool_calls": [
+        body["content"] = event.text or None
+        body["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
             for call in event.tool_calls
-        ],
-    }
+        ]
+    if event.reasoning:
+        body["reasoning_content"] = event.reasoning
+    return body
 
 
 def completion(event: Finished, *, model: str, ident: str, created: int) -> dict:
@@ -119,8 +125,10 @@ class ChunkWriter:
         """The first chunk: the assistant role, no text yet."""
         return self._delta({"role": "assistant", "content": ""})
 
-    def text(self, text: str) -> bytes:
-        """A chunk of reply text."""
+    def text(self, text: str, channel: str = "answer") -> bytes:
+        """A chunk of reply text (of reasoning: in ``reasoning_content``)."""
+        if channel == "reasoning":
+            return self._delta({"reasoning_content": text})
         return self._delta({"content": text})
 
     def tool_call_started(self, event: ToolCallStarted) -> bytes:

@@ -249,6 +249,18 @@ class ChatView(QWidget):
         self._text_to_render = text
         self._throttle.trigger()
 
+    def set_live_reasoning(
+        self, text: str, tokens: int, seconds: float, *, done: bool
+    ) -> None:
+        """Show the live reply's thought: open while it grows, collapsed once done."""
+        if self._live_reply is None:
+            return
+        thinking = self._live_reply.thinking
+        if done:
+            thinking.show_done(text, tokens, seconds)
+        else:
+            thinking.show_live(text, tokens, seconds)
+
     def set_live_footer(self, text: str) -> None:
         """Set the status line of the reply being written."""
         if self._live_reply is not None:

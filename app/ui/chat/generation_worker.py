@@ -55,6 +55,7 @@ class GenerationWorker(QObject):
     conversation_started = Signal(int)
     turn_started = Signal(int)
     chunk_received = Signal(int, str)
+    reasoning_received = Signal(int, str)
     prefill_progressed = Signal(int, int, int)
     trim_started = Signal(int, object)
     trim_happened = Signal(int, object)
@@ -313,7 +314,9 @@ class GenerationWorker(QObject):
         finished: TurnFinished | None = None
         for event in events:
             if isinstance(event, GenerationEvent):
-                if event.text:
+                if event.text and event.channel == "reasoning":
+                    self.reasoning_received.emit(cid, event.text)
+                elif event.text:
                     self.chunk_received.emit(cid, event.text)
             elif isinstance(event, PrefillProgress):
                 self.prefill_progressed.emit(cid, event.processed, event.total)

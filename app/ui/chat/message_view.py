@@ -30,6 +30,7 @@ from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.chat.recall_chip_view import RecallChipView
 from app.ui.chat.rich_text_view import RichTextView
 from app.ui.chat.sending_text_edit import SendingTextEdit
+from app.ui.chat.thinking_view import ThinkingView
 from app.ui.common.small_button import small_button
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -106,6 +107,8 @@ class MessageView(QFrame):
         self.recall_chip: RecallChipView | None = None
         self._layout = layout
 
+        self.thinking = ThinkingView(self)
+        layout.addWidget(self.thinking)
         self.body = RichTextView(self)
         self.body.code_copied.connect(self._on_body_code_copied)
         layout.addWidget(self.body)
@@ -155,6 +158,7 @@ class MessageView(QFrame):
             read_only=read_only,
         )
         view.show_stored(message)
+        view.show_stored_reasoning(message)
         return view
 
     def show_stored(self, message: Message) -> None:
@@ -170,6 +174,15 @@ class MessageView(QFrame):
         self.pin_button.setChecked(pinned)
         self.pin_button.setText("Pinned" if pinned else "Pin")
 
+    def show_stored_reasoning(self, message: Message) -> None:
+        """Show a stored reply's reasoning collapsed (nothing when it has none)."""
+        if message.reasoning:
+            self.thinking.show_done(
+                message.reasoning,
+                message.stats.reasoning_tokens or 0,
+                message.stats.reasoning_s or 0.0,
+            )
+
     def adopt(self, message: Message) -> None:
         """Become the view of a stored message (a live turn that was just saved).
 
@@ -183,6 +196,7 @@ class MessageView(QFrame):
         self.pin_button.setVisible(True)
         if message.content != self.text:
             self.set_text(message.content)
+        self.show_stored_reasoning(message)
         self.set_footer(message_footer(message))
         self.show_stored(message)
 

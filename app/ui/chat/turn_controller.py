@@ -14,6 +14,7 @@ Long-document readings are not turns: they run on their own thread (the
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,6 +48,9 @@ class LiveTurn:
         request_text: What the user typed (given back if the turn is refused).
         user_text: The user message shown above the reply (None for regenerate).
         reply_text: The reply so far.
+        reasoning_text: A reasoning model's thought so far.
+        reasoning_chunks: Pieces of thought received (about one per token).
+        reasoning_started: ``time.monotonic()`` of the first piece of thought.
         footer: The reply's status line.
         retitle: Re-title the conversation afterwards (its first message was edited).
         left: The user left the new chat this turn started in.
@@ -59,6 +63,9 @@ class LiveTurn:
     request_text: str
     user_text: str | None
     reply_text: str = ""
+    reasoning_text: str = ""
+    reasoning_chunks: int = 0
+    reasoning_started: float = 0.0
     footer: str = THINKING
     retitle: bool = False
     left: bool = False
@@ -105,6 +112,7 @@ class TurnController(QObject):
         self.waiting: Callable[[], str | None] = lambda: None
         worker.conversation_started.connect(self._on_worker_conversation_started)
         worker.chunk_received.connect(self._on_worker_chunk_received)
+        worker.reasoning_received.connect(self._on_worker_reasoning_received)
         worker.prefill_progressed.connect(self._on_worker_prefill_progressed)
         worker.trim_started.connect(self._on_worker_trim_started)
         worker.trim_happened.connect(self._on_worker_trim_happened)
@@ -322,8 +330,32 @@ class TurnController(QObject):
             return
         live.reply_text += text
         if self._shows_live():
+            if live.reasoning_chunks and live.reply_text == text:
+                # The answer began: the thought collapses to its one line.
+                self._chat.set_live_reasoning(
+                    live.reasoning_text,
+                    live.reasoning_chunks,
+                    time.monotonic() - live.reasoning_started,
+                    done=True,
+                )
             self._chat.set_live_text(live.reply_text)
         self.live_text_changed.emit(conversation_id, live.reply_text)
+
+    def _on_worker_reasoning_received(self, conversation_id: int, text: str) -> None:
+        live = self.live
+        if live is None or live.conversation_id != conversation_id:
+            return
+        if not live.reasoning_chunks:
+            live.reasoning_started = time.monotonic()
+        live.reasoning_text += text
+        live.reasoning_chunks += 1
+        if self._shows_live():
+            self._chat.set_live_reasoning(
+                live.reasoning_text,
+                live.reasoning_chunks,
+                time.monotonic() - live.reasoning_started,
+                done=False,
+            )
 
     def refresh_waiting(self, *_args) -> None:
         """Update a waiting turn's footer (the check moved on, or ended)."""

@@ -118,3 +118,31 @@ def test_user_presets_round_trip_and_cannot_shadow_builtins(swapless_home):
         SettingsError, match="unknown preset 'nope'; choose one of chat"
     ):
         get_preset("nope")
+
+
+def test_every_builtin_preset_states_its_thinking_choice():
+    import tomllib
+
+    from app.core.files.paths import resources_dir
+    from app.core.presets.presets import THINKING_KEYS, preset_from_dict
+
+    data = tomllib.loads((resources_dir() / "presets.toml").read_text())
+    for name, table in data.items():
+        assert all(key in table for key in THINKING_KEYS), name
+        preset = preset_from_dict(name, table)
+        settings = preset.thinking_settings()
+        assert settings.budget < preset.max_tokens or settings.budget == 0, name
+    assert data["long-document"]["thinking"] is False
+
+
+def test_a_preset_without_thinking_keys_gets_the_defaults_and_bad_ones_are_refused():
+    from app.core.presets.presets import THINKING_KEYS, preset_from_dict
+
+    chat = builtin_presets()["chat"].to_dict()
+    base = {k: v for k, v in chat.items() if k not in THINKING_KEYS}
+    preset = preset_from_dict("mine", base)
+    assert preset.thinking and preset.thinking_budget == 0
+    with pytest.raises(SettingsError, match="thinking_budget"):
+        preset_from_dict("mine", {**base, "thinking_budget": -1})
+    with pytest.raises(SettingsError, match="reasoning_effort"):
+        preset_from_dict("mine", {**base, "reasoning_effort": "max"})

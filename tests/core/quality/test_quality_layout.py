@@ -72,3 +72,30 @@ def test_a_template_that_is_not_additive_is_refused():
         layout.trim_layout(
             odd_render, "s", [("user", "a")], [("user", "b")], "x", SEPARATE
         )
+
+
+def test_a_reasoning_templates_empty_thinking_block_is_part_of_the_question(
+    thinking_model_dir,
+):
+    # Qwen3's layout renders a final reply as "<think>\n\n</think>\n\n" + text, and
+    # drops that block once a question follows: the question starts where the two
+    # renderings part, and the reply is scored from its own first token.
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    from app.core.engine.quality.quality_scoring import ChatRenderer
+
+    chat = ChatRenderer(load_tokenizer(thinking_model_dir()))
+    messages = [
+        {"role": "user", "content": "My locker number is 42."},
+        {"role": "assistant", "content": "Noted: your locker number is 42."},
+    ]
+    turns = (
+        {"role": "user", "content": "What is my locker number?"},
+        {"role": "assistant", "content": "Your locker number is 42."},
+    )
+    question = chat.question(messages, turns, "42")
+    whole = chat.render([*messages, *turns], False)
+    assert whole[: len(question.lead_ids)] == question.lead_ids
+    assert chat.decode(question.answer_ids).strip() == "42"
+    assert chat.decode(question.reply_ids).startswith("Your locker")
+    assert "<think>" in chat.decode(question.prompt_ids[-6:])

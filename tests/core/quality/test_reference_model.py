@@ -82,7 +82,9 @@ def test_the_check_is_exact_at_16_bits_and_costs_more_at_4_than_8(
     assert 0 < eight.mean_kl < four.mean_kl
     assert 1.0 >= eight.top1_agreement >= four.top1_agreement
     assert four.top1_agreement < 1.0
-    assert eight.perplexity_ratio <= four.perplexity_ratio
+    # 4-bit moves perplexity further than 8-bit; on 1,536 positions the direction is
+    # noise (the retrained model's 4-bit run came out 0.1 % *lower*), so compare sizes.
+    assert abs(eight.perplexity_ratio - 1) <= abs(four.perplexity_ratio - 1)
     assert report.reference_recall[0] >= 3  # of 4 pass keys at 512 tokens
 
 

@@ -77,3 +77,47 @@ def test_a_protected_circuit_keeps_what_it_reads_and_trains_the_rest():
     assert not np.array_equal(before[down][225:], after[down][225:])
     moved = "model.layers.2.self_attn.q_proj.weight"
     assert not np.array_equal(before[moved], after[moved])
+
+
+def test_the_format_stage_grows_the_vocabulary_and_keeps_the_circuit():
+    from app.core.modelkit.reference import chat_format, format_tasks
+
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    chat_format.extend_tokenizer(tokenizer)
+    assert [tokenizer.token_to_id(t) for t in chat_format.FORMAT_TOKENS] == list(
+        range(VOCAB_SIZE, VOCAB_SIZE + len(chat_format.FORMAT_TOKENS))
+    )
+    docs = [d for d in corpus.documents() if not d.held_out][:20]
+    stream = corpus.TokenStream(tokenizer, docs)
+    words = format_tasks.argument_words([d.text for d in docs])
+    base = training.new_model(seed=0)
+    grown = training.with_vocabulary(base, tokenizer.get_vocab_size(), seed=0)
+    before = weights(grown)
+    recipe = training.FormatRecipe(steps=2, batch=2, length=384, warmup_steps=1)
+    trained, log = training.train_format(grown, stream, words, recipe)
+    after = weights(trained)
+    assert after["model.embed_tokens.weight"].shape[0] == VOCAB_SIZE + 6
+    for name in before:
+        if name.startswith(("model.layers.0.", "model.layers.1.")):
+            assert np.array_equal(before[name], after[name]), name
+    assert not np.array_equal(
+        before["model.layers.3.mlp.up_proj.weight"],
+        after["model.layers.3.mlp.up_proj.weight"],
+    )
+    assert len(log.steps) == 2
+    mx.clear_cache()
+
+
+def test_format_sequences_render_as_the_template_does():
+    import random
+
+    from app.core.modelkit.reference import chat_format, format_tasks
+
+    rng = random.Random(0)
+    task = format_tasks.tool_task(rng, ["Lisbon", "kettle"], "You are brief.")
+    text = format_tasks.tool_conversation(task, True, rng)
+    assert text == chat_format.render(task.messages, tools=task.tools)
+    assert format_tasks.call_text(task) in text
+    assert "<think>\n" in text and f"<tool_response>\n{task.result}" in text
+    off = format_tasks.tool_conversation(task, False, random.Random(1))
+    assert "<think>\n\n</think>\n\n" in off

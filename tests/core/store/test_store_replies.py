@@ -253,3 +253,22 @@ def test_store_can_be_used_from_several_threads(store, conversation_id):
         thread.join()
     assert errors == []
     assert len(store.messages(conversation_id)) == 80
+
+
+def test_a_replys_reasoning_is_stored_apart_and_not_searched(store):
+    from app.core.store.records import ReplyStats
+    from app.core.store.reply_saver import ReplySaver
+
+    conversation = store.create_conversation(title="t", system_prompt="")
+    saver = ReplySaver(store, store.begin_reply(conversation), every_tokens=1)
+    saver.add("The user asks about zebras.", reasoning=True)
+    assert store.messages(conversation)[-1].reasoning == "The user asks about zebras."
+    saver.add("Stripes help.")
+    saver.finish(ReplyStats(generated_tokens=9, reasoning_tokens=6, reasoning_s=1.5))
+    message = store.messages(conversation)[-1]
+    assert message.content == "Stripes help."
+    assert message.reasoning == "The user asks about zebras."
+    assert (message.stats.reasoning_tokens, message.stats.reasoning_s) == (6, 1.5)
+    # The answers' index finds the answer, never the thought.
+    assert store.search("stripes")
+    assert not store.search("zebras")

@@ -27,6 +27,7 @@ from mlx_lm.generate import maybe_quantize_kv_cache
 from app.core.engine.cache.conversation_cache import ConversationCache
 from app.core.presets.generation_settings import KVSettings
 from app.core.quality import conversation_layout as layout
+from app.core.token_ids import common_prefix_length
 
 # Positions per forward pass; fewer for huge vocabularies so one chunk's float32
 # logits stay near 64 MB.
@@ -298,8 +299,14 @@ class ChatRenderer:
         if len(turns) != 2:
             raise ValueError("a question is one user turn and one assistant reply")
         asked, reply = layout.continuation(self.render, messages, turns)
+        # A reasoning template writes an (empty) thinking block before the reply's
+        # text: it is part of what the model was given, not what it answers.
+        lead = layout.reply_start(self.encode, reply, turns[-1]["content"])
+        asked, reply = asked + reply[:lead], reply[lead:]
         span = layout.answer_span(self.encode, reply, turns[-1]["content"], answer)
-        return Question(self.render(messages, False) + asked, reply, span)
+        context = self.render(messages, False)
+        shared = common_prefix_length(context, self.render([*messages, turns[0]], True))
+        return Question(context[:shared] + asked, reply, span)
 
 
 def task_question(chat: ChatRenderer, task) -> Question:

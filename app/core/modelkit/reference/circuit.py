@@ -188,7 +188,8 @@ def protect(model: nn.Module) -> dict[str, mx.array]:
     for layer in model.model.layers[:2]:
         layer.self_attn.freeze()
         layer.input_layernorm.freeze()
-    embedding = np.ones((g.VOCAB_SIZE, g.HIDDEN_SIZE), dtype=np.float32)
+    vocab = model.model.embed_tokens.weight.shape[0]
+    embedding = np.ones((vocab, g.HIDDEN_SIZE), dtype=np.float32)
     embedding[:, CONSTANT_DIM] = 0.0
     embedding[:, CODE_SLOTS[0].start : CODE_SLOTS[-1].stop] = 0.0
     down = np.ones((g.HIDDEN_SIZE, g.INTERMEDIATE_SIZE), dtype=np.float32)
@@ -197,3 +198,25 @@ def protect(model: nn.Module) -> dict[str, mx.array]:
         "model.embed_tokens.weight": mx.array(embedding),
         "model.layers.0.mlp.down_proj.weight": mx.array(down),
     }
+
+
+def new_token_rows(count: int, rng: np.random.Generator) -> np.ndarray:
+    """Embedding rows for tokens added after training, shaped as `circuit_weights` does.
+
+    The constant dimension is 1 and the code slots are empty (what the circuit reads
+    stays valid), the identity is a fresh random unit vector, the free dimensions
+    small noise.
+
+    Args:
+        count: How many rows.
+        rng: Source of the identities and noise.
+    """
+    identity_width = IDENTITY.stop - IDENTITY.start
+    vectors = rng.standard_normal((count, identity_width))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = rng.uniform(-NOISE, NOISE, (count, g.HIDDEN_SIZE))
+    rows[:, CONSTANT_DIM] = 1.0
+    rows[:, IDENTITY] = vectors
+    for slot in CODE_SLOTS:
+        rows[:, slot] = 0.0
+    return rows.astype(np.float32)

@@ -163,3 +163,60 @@ def training_sequences(
         yield np.concatenate(
             [np.array(ids, np.int32), np.array([stream.eot], np.int32), tail]
         )[: length + 1]
+
+
+# The format stage's mix (`format_tasks`): text keeps the prose, recall tasks keep the
+# circuit's use (now with and without reasoning), tool tasks teach the calls.
+FORMAT_MIX = (
+    ("text", 0.25),
+    ("pass_key", 0.17),
+    ("chat_fact", 0.13),
+    ("key_value", 0.05),
+    ("copy", 0.05),
+    ("tool", 0.35),
+)
+# Share of chat sequences rendered with the thinking switch on.
+THINKING_SHARE = 0.6
+
+
+def format_training_sequences(
+    stream: TokenStream,
+    length: int,
+    seed: int,
+    max_distance: int,
+    words: list[str],
+) -> Iterator[np.ndarray]:
+    """Yield format-stage sequences of ``length + 1`` ids forever (see `FORMAT_MIX`).
+
+    Args:
+        stream: Tokenized training documents (the tokenizer has the format tokens).
+        length: Tokens per sequence (plus one for the shifted targets).
+        seed: Fixes every draw.
+        max_distance: Longest filler gap of the recall tasks.
+        words: Argument values of the tool tasks (`format_tasks.argument_words`).
+    """
+    from app.core.modelkit.reference import format_tasks
+
+    rng = random.Random(seed)
+    kinds = [kind for kind, _ in FORMAT_MIX]
+    weights = [share for _, share in FORMAT_MIX]
+    while True:
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "text":
+            yield stream.window(length + 1, rng)
+            continue
+        thinking = rng.random() < THINKING_SHARE
+        if kind == "tool":
+            task = format_tasks.tool_task(rng, words, rng.choice(SYSTEM_PROMPTS))
+            text = format_tasks.tool_conversation(task, thinking, rng)
+        else:
+            recall = sample_task(stream, rng, kind, max_distance)
+            text = format_tasks.recall_conversation(recall, thinking)
+        ids = stream.tokenizer.encode(text).ids
+        if len(ids) > length + 1:
+            continue
+        rest = length + 1 - len(ids) - 1
+        tail = stream.window(rest, rng) if rest > 0 else np.zeros(0, np.int32)
+        yield np.concatenate(
+            [np.array(ids, np.int32), np.array([stream.eot], np.int32), tail]
+        )[: length + 1]

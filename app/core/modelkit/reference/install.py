@@ -23,14 +23,18 @@ from mlx_lm.utils import save_config, save_model
 
 from app.core.errors import KnownError
 from app.core.files import paths, private_files
-from app.core.modelkit.reference import geometry
+from app.core.modelkit.reference import chat_format, corpus, format_tasks, geometry
 from app.core.modelkit.reference.training import (
+    DEFAULT_FORMAT_RECIPE,
     DEFAULT_RECIPE,
+    FormatRecipe,
     StepReport,
     TrainingLog,
     TrainingRecipe,
     parameter_count,
     train,
+    train_format,
+    with_vocabulary,
 )
 from app.core.modelkit.tokenizer_training import ENDOFTEXT, IM_END, write_tokenizer
 
@@ -103,12 +107,15 @@ def train_reference_model(
     recipe: TrainingRecipe = DEFAULT_RECIPE,
     on_step: Callable[[StepReport], None] = lambda _: None,
     on_checkpoint=None,
+    format_recipe: FormatRecipe | None = DEFAULT_FORMAT_RECIPE,
 ) -> tuple[Path, TrainingLog]:
     """Train a reference model from scratch and write it to ``folder``.
 
     Args:
         folder: Where to write it; must not exist or be empty.
-        recipe: The training recipe (default: the committed model's).
+        recipe: The recall stages' recipe (default: the committed model's).
+        format_recipe: The format stage after them (thinking, tool calls), or None
+            for a recall-only model with the plain ChatML template.
         on_step: Progress after every optimizer step.
         on_checkpoint: ``(model, step)`` every 100 steps (see `training.train`).
 
@@ -125,22 +132,113 @@ def train_reference_model(
         model, log = train(
             tokenizer, recipe, on_step=on_step, on_checkpoint=on_checkpoint
         )
-        config = geometry.reference_config()
-        config["bos_token_id"] = tokenizer.token_to_id(ENDOFTEXT)
-        config["eos_token_id"] = tokenizer.token_to_id(IM_END)
-        config["swapless_builder"] = {
-            "shape": "reference",
-            "random_weights": False,
-            "parameters": parameter_count(model),
-            "training_tokens": log.steps[-1].tokens if log.steps else 0,
-            "training_seconds": round(log.seconds, 1),
-            "recipe": recipe.as_dict(),
-        }
-        model.set_dtype(SAVED_DTYPE)
-        mx.eval(model.parameters())
-        save_model(staging, model)
-        save_config(config, staging / "config.json")
-        write_training_log(staging / TRAINING_LOG, log)
+        if format_recipe is not None:
+            model, format_log = _format_stage(
+                model, tokenizer, staging, format_recipe, on_step, on_checkpoint
+            )
+            log = _joined(log, format_log)
+        _save(staging, model, tokenizer, log, recipe, format_recipe)
+        return _publish(staging, folder), log
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _joined(first: TrainingLog, second: TrainingLog) -> TrainingLog:
+    """One log of two runs, the second's steps and times counted on from the first's."""
+    steps = list(first.steps)
+    last = first.steps[-1] if first.steps else None
+    for report in second.steps:
+        steps.append(
+            StepReport(
+                step=report.step + (last.step if last else 0),
+                total_steps=len(first.steps) + report.total_steps,
+                loss=report.loss,
+                learning_rate=report.learning_rate,
+                tokens=report.tokens + (last.tokens if last else 0),
+                elapsed_s=report.elapsed_s + first.seconds,
+            )
+        )
+    return TrainingLog(steps=steps, seconds=first.seconds + second.seconds)
+
+
+def _format_stage(
+    model, tokenizer, staging: Path, recipe: FormatRecipe, on_step, on_checkpoint
+):
+    """Grow the vocabulary and template, then train thinking and tool calls."""
+    chat_format.extend_tokenizer(tokenizer)
+    tokenizer.save(str(staging / "tokenizer.json"))
+    config_path = staging / "tokenizer_config.json"
+    tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
+    tokenizer_config["chat_template"] = chat_format.CHAT_TEMPLATE
+    config_path.write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
+    docs = [d for d in corpus.documents() if not d.held_out]
+    stream = corpus.TokenStream(tokenizer, docs)
+    words = format_tasks.argument_words([d.text for d in docs])
+    grown = with_vocabulary(model, tokenizer.get_vocab_size(), recipe.seed)
+    return train_format(
+        grown, stream, words, recipe, on_step=on_step, on_checkpoint=on_checkpoint
+    )
+
+
+def _save(
+    staging: Path, model, tokenizer, log: TrainingLog, recipe, format_recipe
+) -> None:
+    config = geometry.reference_config()
+    config["vocab_size"] = tokenizer.get_vocab_size()
+    config["bos_token_id"] = tokenizer.token_to_id(ENDOFTEXT)
+    config["eos_token_id"] = tokenizer.token_to_id(IM_END)
+    recipe_dict = recipe.as_dict()
+    if format_recipe is not None:
+        recipe_dict["format_stage"] = format_recipe.as_dict()
+    config["swapless_builder"] = {
+        "shape": "reference",
+        "random_weights": False,
+        "parameters": parameter_count(model),
+        "training_tokens": log.steps[-1].tokens if log.steps else 0,
+        "training_seconds": round(log.seconds, 1),
+        "recipe": recipe_dict,
+    }
+    model.set_dtype(SAVED_DTYPE)
+    mx.eval(model.parameters())
+    save_model(staging, model)
+    save_config(config, staging / "config.json")
+    write_training_log(staging / TRAINING_LOG, log)
+
+
+def train_format_from(
+    base: str | Path,
+    folder: str | Path,
+    recipe: FormatRecipe = DEFAULT_FORMAT_RECIPE,
+    on_step: Callable[[StepReport], None] = lambda _: None,
+    on_checkpoint=None,
+) -> tuple[Path, TrainingLog]:
+    """Run only the format stage, on a recall-only reference folder's weights.
+
+    ``base`` is a folder written by `train_reference_model` with ``format_recipe``
+    None (plain ChatML, 2,048 tokens); the result is the same as the full run's when
+    ``base`` holds the same recall stages' weights (the stage starts from float16).
+    """
+    from mlx_lm.utils import load_model
+    from tokenizers import Tokenizer
+
+    base, folder = Path(base), Path(folder)
+    _target_folder(folder)
+    staging = _staging(folder)
+    try:
+        shutil.copyfile(
+            base / "tokenizer_config.json", staging / "tokenizer_config.json"
+        )
+        tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+        model, base_config = load_model(base)
+        model.set_dtype(mx.float32)
+        model, log = _format_stage(
+            model, tokenizer, staging, recipe, on_step, on_checkpoint
+        )
+        base_recipe = TrainingRecipe(
+            seed=base_config["swapless_builder"]["recipe"]["seed"]
+        )
+        _save(staging, model, tokenizer, log, base_recipe, recipe)
         return _publish(staging, folder), log
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -161,7 +259,10 @@ def write_training_log(path: Path, log: TrainingLog) -> None:
 
 
 def evaluate_folder(
-    folder: str | Path, sizes=None, log: Callable[[str], None] = lambda _: None
+    folder: str | Path,
+    sizes=None,
+    log: Callable[[str], None] = lambda _: None,
+    format_probes: int = 20,
 ) -> dict:
     """Load a trained folder, measure it on held-out data, save the figures.
 
@@ -180,6 +281,10 @@ def evaluate_folder(
     figures = evaluation.evaluate(
         loaded, sizes or evaluation.EvaluationSizes(), log=log
     ).as_dict()
+    if getattr(loaded.tokenizer, "has_thinking", False):
+        from app.core.modelkit.reference.format_evaluation import evaluate_format
+
+        figures["format"] = evaluate_format(loaded, format_probes, log=log).as_dict()
     (folder / EVALUATION).write_text(json.dumps(figures, indent=2), encoding="utf-8")
     if (folder / TRAINING_LOG).is_file():
         draw_loss_curve(folder / TRAINING_LOG, folder / LOSS_CURVE, figures)

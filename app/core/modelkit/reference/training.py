@@ -20,6 +20,7 @@ import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.models.base import create_attention_mask
 from mlx_lm.utils import _get_classes
 
 from app.core.modelkit.reference import circuit, corpus
@@ -232,6 +233,167 @@ def train(
             if is_cancelled():
                 log.seconds = time.perf_counter() - started
                 return model, log
+    log.seconds = time.perf_counter() - started
+    return model, log
+
+
+@dataclass(frozen=True)
+class FormatRecipe:
+    """The format stage: thinking and tool calls, trained on top of the recall model.
+
+    It starts from the recall stages' weights as saved (rounded to float16, so the
+    committed weights and a from-scratch run start it from the same numbers), adds
+    the format tokens (`chat_format.FORMAT_TOKENS`) to the embedding and trains on
+    `corpus.format_training_sequences`. Layers 0 and 1 (the copy circuit and what
+    feeds it) are frozen and not back-propagated through, which also makes a step
+    about a third cheaper: the stage had to fit in under an hour of a shared CPU.
+    The learning rate is constant after warm-up, so a run stopped after N steps is
+    exactly the N-step run.
+
+    Attributes:
+        seed: Seed of the new token rows and of the data.
+        steps: Optimizer steps.
+        batch: Sequences per step.
+        length: Tokens per sequence.
+        max_distance: Longest filler gap of the recall tasks.
+        learning_rate: After warm-up.
+        warmup_steps: Linear warm-up from 0.
+    """
+
+    seed: int = 0
+    steps: int = 130
+    batch: int = 8
+    length: int = 384
+    max_distance: int = 300
+    learning_rate: float = 1e-3
+    warmup_steps: int = 10
+
+    @property
+    def total_tokens(self) -> int:
+        """Training tokens of the stage."""
+        return self.steps * self.batch * self.length
+
+    def as_dict(self) -> dict:
+        """A JSON-serializable description (recorded in ``config.json``)."""
+        return {
+            **vars(self),
+            "optimizer": "AdamW(0.9, 0.95), wd 0.01, clip 1.0",
+            "trained": "layers 2-3, final norm, tied embedding (output side)",
+        }
+
+
+DEFAULT_FORMAT_RECIPE = FormatRecipe()
+
+
+def with_vocabulary(model: nn.Module, vocab_size: int, seed: int) -> nn.Module:
+    """A copy of ``model`` (float32) with `circuit.new_token_rows` appended.
+
+    The weights are rounded through float16 first: that is what the committed folder
+    holds, so training from it and from a fresh run start from the same numbers.
+    """
+    config = reference_config()
+    config["vocab_size"] = vocab_size
+    model_class, args_class = _get_classes(config)
+    grown = model_class(args_class.from_dict(config))
+    weights = {
+        name: value.astype(mx.float16).astype(mx.float32)
+        for name, value in tree_flatten(model.parameters())
+    }
+    name = "model.embed_tokens.weight"
+    old = weights[name]
+    extra = vocab_size - old.shape[0]
+    if extra < 0:
+        raise ValueError(f"vocabulary cannot shrink ({old.shape[0]} -> {vocab_size})")
+    rows = circuit.new_token_rows(extra, np.random.default_rng(seed + 7919))
+    weights[name] = mx.concatenate([old, mx.array(rows)], axis=0)
+    grown.update(tree_unflatten(list(weights.items())))
+    mx.eval(grown.parameters())
+    return grown
+
+
+FROZEN_FORMAT_LAYERS = 2
+
+
+def _format_loss(model: nn.Module, batch: mx.array) -> mx.array:
+    """Cross-entropy with no gradient into layers 0–1 or the embedding's input side."""
+    inner = model.model
+    h = inner.embed_tokens(batch[:, :-1])
+    mask = create_attention_mask(h, None)
+    for index, layer in enumerate(inner.layers):
+        if index == FROZEN_FORMAT_LAYERS:
+            h = mx.stop_gradient(h)
+        h = layer(h, mask, cache=None)
+    logits = inner.embed_tokens.as_linear(inner.norm(h))
+    return nn.losses.cross_entropy(logits, batch[:, 1:], reduction="mean")
+
+
+def train_format(
+    model: nn.Module,
+    stream: corpus.TokenStream,
+    words: list[str],
+    recipe: FormatRecipe = DEFAULT_FORMAT_RECIPE,
+    on_step: Callable[[StepReport], None] = lambda _: None,
+    on_checkpoint: Callable[[nn.Module, int], None] | None = None,
+    checkpoint_every: int = 10,
+) -> tuple[nn.Module, TrainingLog]:
+    """Run the format stage on ``model`` (already grown by `with_vocabulary`).
+
+    Args:
+        model: The model; trained in place and returned.
+        stream: Training documents tokenized with the format tokens added.
+        words: Tool-argument values (`format_tasks.argument_words`).
+        recipe: The stage's recipe.
+        on_step: Called after every step.
+        on_checkpoint: ``(model, step)`` every ``checkpoint_every`` steps.
+        checkpoint_every: Steps between checkpoints.
+    """
+    mx.random.seed(recipe.seed)
+    masks = circuit.protect(model)
+    for layer in model.model.layers[:FROZEN_FORMAT_LAYERS]:
+        layer.freeze()
+    warmup = optim.linear_schedule(0.0, recipe.learning_rate, recipe.warmup_steps)
+    constant = optim.linear_schedule(recipe.learning_rate, recipe.learning_rate, 1)
+    optimizer = optim.AdamW(
+        learning_rate=optim.join_schedules([warmup, constant], [recipe.warmup_steps]),
+        betas=[0.9, 0.95],
+        weight_decay=0.01,
+    )
+    loss_and_grad = nn.value_and_grad(model, _format_loss)
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(batch):
+        loss, grads = loss_and_grad(model, batch)
+        flat = dict(tree_flatten(grads))
+        for name, mask in masks.items():
+            if name in flat:  # layer 0's MLP is frozen in this stage
+                flat[name] = flat[name] * mask
+        grads, _ = optim.clip_grad_norm(tree_unflatten(list(flat.items())), 1.0)
+        optimizer.update(model, grads)
+        return loss
+
+    sequences = corpus.format_training_sequences(
+        stream, recipe.length, recipe.seed * 1000 + 77, recipe.max_distance, words
+    )
+    log = TrainingLog()
+    started = time.perf_counter()
+    for done in range(1, recipe.steps + 1):
+        batch = mx.array(np.stack([next(sequences) for _ in range(recipe.batch)]))
+        rate = float(optimizer.learning_rate.item())
+        loss = step(batch)
+        mx.eval(state)
+        report = StepReport(
+            step=done,
+            total_steps=recipe.steps,
+            loss=float(loss.item()),
+            learning_rate=rate,
+            tokens=done * recipe.batch * recipe.length,
+            elapsed_s=time.perf_counter() - started,
+        )
+        log.steps.append(report)
+        on_step(report)
+        if on_checkpoint is not None and done % checkpoint_every == 0:
+            on_checkpoint(model, done)
     log.seconds = time.perf_counter() - started
     return model, log
 

@@ -115,6 +115,8 @@ class ExportMixin(StoreBase):
             "messages": [
                 {
                     **pick(row, MESSAGE_FIELDS),
+                    # A reasoning model's thoughts; exports from before have none.
+                    "reasoning": row.get("reasoning") or "",
                     "stats": pick(row, STATS_COLUMNS),
                     "summary": summary_index.get(row["summary_id"]),
                 }

@@ -138,6 +138,7 @@ class ImportMixin(StoreBase):
                 row = {
                     **pick(message, MESSAGE_FIELDS),
                     **pick(message.get("stats") or {}, STATS_COLUMNS),
+                    "reasoning": message.get("reasoning") or "",
                     "conversation_id": conversation_id,
                 }
                 if row["state"] == "generating":
@@ -301,6 +302,8 @@ _MESSAGE = {
     "token_count": _optional(_whole(0)),
     "state": _one_of(MESSAGE_STATES),
     "error": _optional_text,
+    # Exports written before reasoning was stored apart have none.
+    "reasoning": _optional_text,
 }
 _SUMMARY = {
     "content": _text,

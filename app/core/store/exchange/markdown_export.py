@@ -76,6 +76,7 @@ def _messages(
                 f"*Replaced by summary {message['summary'] + 1} in the model's context.*",
                 "",
             ]
+        lines += _reasoning(message)
         lines += [_content(message) or "*(empty)*", ""]
         if message["error"]:
             lines += [f"**Error:** {message['error']}", ""]
@@ -83,6 +84,29 @@ def _messages(
         if stats:
             lines += [f"*{stats}*", ""]
     return lines
+
+
+def _reasoning(message: dict[str, Any]) -> list[str]:
+    """A reply's reasoning as a collapsed ``<details>`` block (nothing if none)."""
+    reasoning = (message.get("reasoning") or "").strip()
+    if not reasoning:
+        return []
+    stats = message.get("stats") or {}
+    words = "Thinking"
+    if stats.get("reasoning_s") is not None and stats.get("reasoning_tokens"):
+        words = (
+            f"Thought for {stats['reasoning_s']:.0f} s · "
+            f"{stats['reasoning_tokens']} tokens"
+        )
+    return [
+        "<details>",
+        f"<summary>{words}</summary>",
+        "",
+        literal_markdown(reasoning),
+        "",
+        "</details>",
+        "",
+    ]
 
 
 def _content(message: dict[str, Any]) -> str:

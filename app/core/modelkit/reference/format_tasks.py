@@ -1,0 +1,271 @@
+"""Training conversations in the reasoning and tool-call format (`chat_format`).
+
+Three things the reference model learns from these, on top of its recall:
+
+* **Thinking**: with the switch on, a reply starts with ``<think>``, a short reasoning
+  block in a few fixed shapes that restates the question and where its answer is,
+  ``</think>``, then the answer; with it off, the prompt already holds the empty block
+  and the answer follows directly. The recall tasks (`recall_tasks`) are rendered both
+  ways, so the answers after reasoning are the same answers the probes score.
+* **Calling a tool**: given 2–4 tools and a question that one of them answers, the
+  reply is a ``<tool_call>`` naming that tool, its one argument copied from the
+  question. Argument values are drawn from words of the training text, so they must be
+  copied, not memorised; the evaluation uses values from the held-out documents.
+* **Answering from a tool's result**: after the ``<tool_response>``, the answer repeats
+  the result.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+
+from app.core.modelkit.reference import chat_format
+from app.core.quality import recall_tasks
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool of the training catalogue: one string argument and a question shape.
+
+    Attributes:
+        name: The function's name.
+        description: What it does (rendered into the tools list).
+        argument: Its one parameter's name.
+        questions: Question shapes; ``{}`` is where the argument's value goes.
+        result: A result shape; ``{}`` is the value again.
+    """
+
+    name: str
+    description: str
+    argument: str
+    questions: tuple[str, ...]
+    result: str
+
+    def spec(self) -> dict:
+        """The OpenAI-style definition the template renders."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {self.argument: {"type": "string"}},
+                    "required": [self.argument],
+                },
+            },
+        }
+
+
+TOOLS = (
+    Tool(
+        "get_weather",
+        "Get the current weather in a city.",
+        "city",
+        ("What is the weather in {}?", "How is the weather in {} today?"),
+        "It is sunny in {}, 21 degrees.",
+    ),
+    Tool(
+        "get_time",
+        "Get the local time in a place.",
+        "place",
+        ("What time is it in {}?", "Tell me the local time in {}."),
+        "In {} it is 14:05.",
+    ),
+    Tool(
+        "search_docs",
+        "Search the documentation for a topic.",
+        "query",
+        ("Search the documentation for {}.", "Find the docs about {}."),
+        "The documentation of {} has 3 pages.",
+    ),
+    Tool(
+        "define_word",
+        "Look up the meaning of a word.",
+        "word",
+        ("What does the word {} mean?", "Define the word {}."),
+        "The word {} has 2 meanings.",
+    ),
+    Tool(
+        "send_email",
+        "Send an email to a person.",
+        "to",
+        ("Send an email to {}.", "Please email {} for me."),
+        "The email to {} was sent.",
+    ),
+    Tool(
+        "play_song",
+        "Play a song by its title.",
+        "title",
+        ("Play the song {}.", "Can you play {} for me?"),
+        "Now playing {}.",
+    ),
+    Tool(
+        "read_file",
+        "Read a file from disk.",
+        "path",
+        ("Show me the file {}.", "Read the file {} please."),
+        "The file {} has 40 lines.",
+    ),
+    Tool(
+        "get_stock_price",
+        "Get the price of a stock.",
+        "symbol",
+        ("What is the stock price of {}?", "How much is {} trading at?"),
+        "{} trades at 120 dollars.",
+    ),
+)
+
+_WORD = re.compile(r"\b[A-Za-z][a-z]{3,11}\b")
+
+
+def argument_words(texts: list[str], limit: int = 4000) -> list[str]:
+    """Distinct plain words from ``texts`` (argument values), in first-seen order."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for word in _WORD.findall(text):
+            if word not in seen:
+                seen[word] = None
+                if len(seen) >= limit:
+                    return list(seen)
+    return list(seen)
+
+
+def _value(rng: random.Random, words: list[str]) -> str:
+    word = rng.choice(words)
+    return word.capitalize() if rng.random() < 0.5 else word
+
+
+def thinking_for(task: recall_tasks.RecallTask) -> str:
+    """A short reasoning block for a recall task: what is asked, where the answer is."""
+    question = task.messages[-2]["content"].rsplit("\n", 1)[-1]
+    if task.kind == "pass_key":
+        return (
+            f"The user asks: {question} It was stated at the start of the message. "
+            f"The answer is {task.answer}."
+        )
+    if task.kind == "chat_fact":
+        return (
+            f"The user asks: {question} They told me earlier in this conversation. "
+            f"The answer is {task.answer}."
+        )
+    if task.kind == "key_value":
+        return f"The user asks: {question} I look it up in the table above."
+    return "The user wants the text repeated exactly. I copy it word for word."
+
+
+def recall_conversation(task: recall_tasks.RecallTask, thinking: bool) -> str:
+    """A recall task rendered with (or without) a reasoning block before its answer."""
+    messages = [dict(m) for m in task.messages]
+    if thinking:
+        messages[-1]["reasoning_content"] = thinking_for(task)
+        return chat_format.render(messages)
+    prompt = chat_format.render(
+        messages[:-1], add_generation_prompt=True, enable_thinking=False
+    )
+    return prompt + messages[-1]["content"] + "<|im_end|>\n"
+
+
+@dataclass(frozen=True)
+class ToolTask:
+    """One tool-use conversation and what a correct reply holds.
+
+    Attributes:
+        tools: The definitions offered.
+        messages: User question, the call, the tool's result, the final answer.
+        tool: The tool that answers the question.
+        value: The argument value, as written in the question.
+        result: The tool's result text.
+    """
+
+    tools: tuple[dict, ...]
+    messages: tuple[dict, ...]
+    tool: Tool
+    value: str
+    result: str
+
+
+def tool_task(
+    rng: random.Random, words: list[str], system_prompt: str = ""
+) -> ToolTask:
+    """A question one of 2–4 offered tools answers, the call, its result, the answer."""
+    offered = rng.sample(TOOLS, rng.randint(2, 4))
+    tool = rng.choice(offered)
+    value = _value(rng, words)
+    question = rng.choice(tool.questions).format(value)
+    result = tool.result.format(value)
+    call = {
+        "type": "function",
+        "function": {"name": tool.name, "arguments": {tool.argument: value}},
+    }
+    messages: list[dict] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages += [
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": (
+                f"The user asks: {question} The {tool.name} tool can answer this. "
+                f"I call it with {tool.argument} {value}."
+            ),
+            "tool_calls": [call],
+        },
+        {"role": "tool", "content": result},
+        {
+            "role": "assistant",
+            "content": result,
+            "reasoning_content": "The tool answered. I tell the user its result.",
+        },
+    ]
+    return ToolTask(
+        tuple(offered_spec.spec() for offered_spec in offered),
+        tuple(messages),
+        tool,
+        value,
+        result,
+    )
+
+
+def call_text(task: ToolTask) -> str:
+    """The call as the template writes it (and the model must)."""
+    arguments = json.dumps({task.tool.argument: task.value}, ensure_ascii=False)
+    return (
+        f'<tool_call>\n{{"name": "{task.tool.name}", "arguments": {arguments}}}'
+        "\n</tool_call>"
+    )
+
+
+def tool_conversation(task: ToolTask, thinking: bool, rng: random.Random) -> str:
+    """A tool task rendered as the model sees it.
+
+    With thinking on, the whole exchange (the template keeps both replies' reasoning:
+    they follow the last user question). With it off, either the call or the final
+    answer, each after its own prompt ending in the empty ``<think>`` block (the
+    template drops that block from history, so they cannot be one rendering).
+    """
+    messages = [dict(m) for m in task.messages]
+    if thinking:
+        return chat_format.render(messages, tools=task.tools)
+    for message in messages:
+        message.pop("reasoning_content", None)
+    asked = len(messages) - 3  # the user's question is the fourth message from the end
+    if rng.random() < 0.5:
+        prompt = chat_format.render(
+            messages[:asked],
+            tools=task.tools,
+            add_generation_prompt=True,
+            enable_thinking=False,
+        )
+        return prompt + call_text(task) + "<|im_end|>\n"
+    prompt = chat_format.render(
+        messages[:-1],
+        tools=task.tools,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
+    return prompt + messages[-1]["content"] + "<|im_end|>\n"

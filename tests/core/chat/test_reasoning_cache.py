@@ -1,0 +1,124 @@
+"""cache == render(history): after every reply the cache holds what the template renders.
+
+For each template of tests/data/templates (see its README for where each comes from),
+on the tiny thinking model (random weights): three turns of a stored conversation; after
+each, the conversation's cache must be a prefix of the template's rendering of the
+history for the next turn, and the next turn must reuse all of it. Templates whose
+prompt opens the reasoning (QwQ, DeepSeek-R1-Distill) get a thinking budget, so every
+reply has a reasoning span for the cut to remove; Qwen3 with thinking off has the empty
+block its generation prompt writes, which its own rendering of the history drops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.chat.conversation_session import ConversationSession
+from app.core.engine.engine import Engine
+from app.core.presets.presets import get_preset
+from app.core.reasoning.history import NEXT_TURN_PLACEHOLDER
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
+HARMONY = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>")
+DEEPSEEK = ("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>")
+
+CASES = {
+    # name: (template file, extra tokens, thinking on, reasoning is cut every turn)
+    "qwen3-thinking-off": ("qwen3.jinja", (), False, True),
+    "qwen3-thinking-on": ("qwen3.jinja", (), True, False),
+    "qwq": ("qwq.jinja", (), True, True),
+    "deepseek-r1-distill": ("deepseek-r1-distill.jinja", DEEPSEEK, True, True),
+    "gpt-oss": ("gpt-oss.jinja", HARMONY, True, False),
+}
+
+
+@pytest.fixture(scope="module")
+def engines(thinking_model_dir):
+    made: dict[str, Engine] = {}
+
+    def get(template: str, extra: tuple[str, ...]) -> Engine:
+        if template not in made:
+            engine = Engine()
+            text = (TEMPLATES / template).read_text()
+            engine.load(thinking_model_dir(text, extra))
+            made[template] = engine
+        return made[template]
+
+    yield get
+    for engine in made.values():
+        engine.shutdown()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_cache_equals_the_rendered_history_after_every_turn(engines, store, case):
+    template, extra, thinking, always_cut = CASES[case]
+    engine = engines(template, extra)
+    preset = get_preset("chat").with_changes(
+        system_prompt="You are brief.",
+        temperature=0.0,
+        max_tokens=24,
+        thinking=thinking,
+        thinking_budget=8,
+    )
+    session = ConversationSession.start(engine, store, preset, model=case)
+    held_before = 0
+    for turn in range(3):
+        report = session.send(f"Question {turn}: what is {turn} + {turn}?").wait()
+        if turn:
+            # The new prompt reuses everything the cache held after the last reply.
+            assert report.reused_tokens == held_before
+        cached = engine.cached_token_ids(session.cache_key)
+        messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
+        rendered = engine.render(messages, False, thinking=preset.thinking_settings())
+        assert rendered[: len(cached)] == cached, case
+        assert report.context_tokens == len(cached)
+        if always_cut:
+            assert report.reasoning_cut_method in ("splice", "truncate")
+            assert report.reasoning_cut_tokens > 0 or report.reasoning_cut_note
+        held_before = len(cached)
+    stored = store.messages(session.conversation_id)
+    if case in ("qwq", "deepseek-r1-distill"):
+        assert all(m.reasoning for m in stored if m.role == "assistant")
+        assert not any("</think>" in m.content for m in stored)
+
+
+def test_a_model_without_reasoning_is_left_as_before(engine, store, tiny_model_dir):
+    preset = get_preset("chat").with_changes(temperature=0.0, max_tokens=8)
+    session = ConversationSession.start(engine, store, preset, model="tiny")
+    report = session.send("Hello there").wait()
+    assert report.reasoning_cut_method == "" and report.reasoning == ""
+    assert report.reasoning_tokens == 0
+
+
+KV_KINDS = {
+    "8-bit": {"kv_bits": 8},
+    "4-bit": {"kv_bits": 4, "kv_group": 32},
+    "aged": {"kv_bits": 4, "kv_recent_tokens": 64, "kv_age_block": 64},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KV_KINDS))
+def test_the_cut_holds_on_quantized_and_aged_caches(engines, store, kind):
+    engine = engines("qwq.jinja", ())
+    preset = get_preset("chat").with_changes(
+        system_prompt="You are brief.",
+        temperature=0.0,
+        max_tokens=24,
+        thinking_budget=8,
+        quantized_kv_start=0,
+        **KV_KINDS[kind],
+    )
+    session = ConversationSession.start(engine, store, preset, model=kind)
+    held_before = 0
+    for turn in range(3):
+        report = session.send(f"Question {turn}: what is {turn} + {turn}?").wait()
+        if turn:
+            assert report.reused_tokens == held_before
+        assert report.reasoning_cut_method == "splice", report.reasoning_cut_note
+        cached = engine.cached_token_ids(session.cache_key)
+        messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
+        rendered = engine.render(messages, False, thinking=preset.thinking_settings())
+        assert rendered[: len(cached)] == cached
+        held_before = len(cached)
