@@ -158,7 +158,7 @@ class ProgressBar:
         would cut through it, so nothing is drawn after this.
         """
         if self._bar is not None:
-            self._bar.n = self._bar.total
+            self._bar.n = self._bar.total or self._bar.n
             self._bar.set_description_str("read · the answer follows", refresh=True)
         self.close()
         self._enabled = False

@@ -75,7 +75,7 @@ class ReasoningSplitter:
         if self.state == REASONING:
             return [(fmt.end_ids, "after_reasoning")]
         if self.state == "start":
-            found = [(fmt.start_ids, REASONING)]
+            found: list[tuple[tuple[int, ...], str]] = [(fmt.start_ids, REASONING)]
             found += [(ids, ANSWER) for ids in fmt.answer_ids]
             return found
         if self.state == "after_reasoning":

@@ -84,7 +84,7 @@ class MessagesMixin(WritersMixin):
                     f"message {message_id} cannot be pinned: only a finished user "
                     "message or reply can"
                 )
-            db["messages"].update(message_id, {"pinned": int(pinned)})
+            db.table("messages").update(message_id, {"pinned": int(pinned)})
             return Message.from_row(self._row(db, "messages", message_id, "Message"))
 
     def pinned_messages(self, conversation_id: int) -> list[Message]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import KnownError
 from app.core.store.records import ReplyStats
@@ -99,7 +99,7 @@ class ReplySaver:
         ):
             self.flush()
 
-    def _extra(self) -> dict[str, str]:
+    def _extra(self) -> dict[str, Any]:
         """The reasoning argument, given only when there is reasoning."""
         return {"reasoning": self.reasoning} if self._reasoning else {}
 

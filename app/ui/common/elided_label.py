@@ -15,6 +15,7 @@ import html
 import re
 
 from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip, QWidget
 
 ELLIPSIS = "…"
@@ -75,7 +76,8 @@ class ElidedLabel(QLabel):
         # Cut text is never lost: hovering shows the whole of it (an explicit tooltip,
         # or the parent's, still wins when there is one).
         if (
-            event.type() == QEvent.Type.ToolTip
+            isinstance(event, QHelpEvent)
+            and event.type() == QEvent.Type.ToolTip
             and self.elided
             and not self.toolTip()
             and not _has_tooltip_above(self)

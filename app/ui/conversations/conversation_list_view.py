@@ -12,7 +12,7 @@ import html
 import re
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -222,7 +222,11 @@ class ConversationListView(QWidget):
         if results is not None and watched is results.viewport():
             if event.type() == QEvent.Type.Resize:
                 self._fit_results()
-        elif watched is self.search_edit and event.type() == QEvent.Type.KeyPress:
+        elif (
+            watched is self.search_edit
+            and event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+        ):
             key = event.key()
             if key == Qt.Key.Key_Escape and self.search_edit.text():
                 self.clear_search()

@@ -142,7 +142,7 @@ def evaluate_format(
         result.samples.setdefault(f"tool_call_thinking_{thinking}", reply)
         call = _call(_answer(reply))
         arguments = call.get("arguments") if call else None
-        right_name = bool(call) and call.get("name") == tool_task.tool.name
+        right_name = call is not None and call.get("name") == tool_task.tool.name
         right_value = isinstance(arguments, dict) and (
             arguments.get(tool_task.tool.argument) == tool_task.value
         )

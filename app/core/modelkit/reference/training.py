@@ -297,7 +297,7 @@ def with_vocabulary(model: nn.Module, vocab_size: int, seed: int) -> nn.Module:
     grown = model_class(args_class.from_dict(config))
     weights = {
         name: value.astype(mx.float16).astype(mx.float32)
-        for name, value in tree_flatten(model.parameters())
+        for name, value in dict(tree_flatten(model.parameters())).items()
     }
     name = "model.embed_tokens.weight"
     old = weights[name]
