@@ -106,8 +106,13 @@ class Checkpoints:
         self._items = []
 
     def copy(self) -> Checkpoints:
-        """An independent copy (snapshots are immutable, so they are shared)."""
-        twin = Checkpoints(self.limit)
+        """An independent copy (snapshots are immutable, so they are shared).
+
+        Every field is carried over from ``__dict__`` (a field added later cannot be
+        forgotten); the list of checkpoints is then copied.
+        """
+        twin = Checkpoints.__new__(Checkpoints)
+        twin.__dict__.update(self.__dict__)
         twin._items = [
             Checkpoint(c.position, dict(c.snapshots), c.nbytes) for c in self._items
         ]
