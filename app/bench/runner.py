@@ -195,6 +195,27 @@ def run_bench(
     return results
 
 
+def failed_parts(results: dict) -> list[str]:
+    """Names of the parts that failed, in run order."""
+    return [n for n, p in results.get("parts", {}).items() if p["status"] == "failed"]
+
+
+def failure_message(results: dict, out_dir: str | Path) -> str | None:
+    """One line naming the failed parts (None when none failed).
+
+    e.g. ``bench: 2 parts failed: splice, ui (tracebacks in out/results.json)``.
+    """
+    failed = failed_parts(results)
+    if not failed:
+        return None
+    noun = "part" if len(failed) == 1 else "parts"
+    where = Path(out_dir) / "results.json"
+    return (
+        f"bench: {len(failed)} {noun} failed: {', '.join(failed)} "
+        f"(tracebacks in {where})"
+    )
+
+
 def _write(results: dict, out_dir: Path) -> None:
     from app.bench.report.report import markdown
 

@@ -42,6 +42,18 @@ QUICK_SIZES = ProbeSizes(
     dropped_tokens=256,
     kept_tokens=192,
 )
+# Smallest sizes that still ask a pass key and trim a conversation (the test suite's).
+SMOKE_SIZES = ProbeSizes(
+    name="bench-smoke",
+    text_tokens=64,
+    pass_key_distances=(96,),
+    pass_keys_per_distance=1,
+    trim_cases=1,
+    dropped_tokens=64,
+    kept_tokens=48,
+)
+PROBE_SIZES = {"full": FULL_SIZES, "quick": QUICK_SIZES, "smoke": SMOKE_SIZES}
+"""`BenchSettings.fidelity_probes` names one of these."""
 SUMMARY_MAX_TOKENS = 128
 
 
@@ -75,9 +87,14 @@ def run(ctx: BenchContext) -> PartResult:
 
     if ctx.scratch is None and ctx.out_dir is None:
         raise NotAvailable("no scratch folder for the reference model")
+    if ctx.settings.fidelity_probes not in PROBE_SIZES:
+        raise ValueError(
+            f"unknown fidelity_probes {ctx.settings.fidelity_probes!r}; choose from "
+            f"{', '.join(PROBE_SIZES)}"
+        )
     engine, folder = _reference_engine(ctx)
     try:
-        sizes = QUICK_SIZES if ctx.settings.quick else FULL_SIZES
+        sizes = PROBE_SIZES[ctx.settings.fidelity_probes]
         plan = plan_check(folder, sizes=sizes)
         started = time.perf_counter()
         report = start_quality_check(engine, plan).wait()
