@@ -66,6 +66,8 @@ class BenchSettings:
         arch_names: Architectures measured (empty: every one `make-model` builds).
         fidelity_probes: Probe sizes of the fidelity check: ``full``, ``quick`` or
             ``smoke`` (`app.bench.parts.fidelity.PROBE_SIZES`).
+        fidelity_cells: Cells of the fidelity check (``kv:4:64``, ``trim:splice``;
+            the 16-bit control is added); empty: the whole grid.
         aged_contexts: Context lengths of the aged-KV comparison.
         aged_pass_keys: Pass keys asked per scheme and length.
         aged_scored_tokens: Last positions of the held-out text compared with full
@@ -114,6 +116,7 @@ class BenchSettings:
     arch_pairs: int = 2
     arch_names: tuple[str, ...] = ()
     fidelity_probes: str = "full"
+    fidelity_cells: tuple[str, ...] = ()
     aged_contexts: tuple[int, ...] = (2048, 4096, 8192)
     aged_pass_keys: int = 10
     aged_scored_tokens: int = 512
@@ -209,11 +212,13 @@ SMOKE = QUICK.with_changes(
     server_reuse_tokens=256,
     server_reuse_pairs=2,
     arch_context_tokens=160,
-    arch_names=("qwen3_5", "gemma3_text", "qwen3"),
+    arch_names=("qwen3_5", "qwen3"),
     fidelity_probes="smoke",
-    aged_contexts=(512,),
+    fidelity_cells=("kv:8:64", "kv:4:64", "trim:splice", "trim:none"),
+    aged_contexts=(256,),
+    aged_scored_tokens=128,
     aged_pass_keys=1,
-    aged_decode_tokens=4,
+    aged_decode_tokens=2,
     aged_decode_rounds=1,
     ui_markdown_chars=4000,
 )

@@ -1,7 +1,7 @@
 """Every benchmark part, end to end at the smoke sizes, in one run on the tiny model.
 
 `SMOKE` is the smallest set of sizes that still walks each part's code: a few tokens,
-one pair, one cell, three architectures (recurrent, sliding window, full attention), a
+one pair, a few cells, two architectures (recurrent hybrid, full attention), a
 one-second stream in the offscreen window. The figures mean nothing at these sizes;
 what is checked is that every part finishes ``ok`` and that every ratio and figure it
 reports is a finite number, so a part broken by a change elsewhere fails here, not
@@ -27,18 +27,23 @@ def smoke(smoke_run):
     return smoke_run
 
 
-def _numbers(value, where: str):
-    """Every number in a JSON-ready value, with where it is; bools are not numbers."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+def _numbers(value, where: str, verdicts: bool = False):
+    """Every number in a JSON-ready value, with where it is; bools are not numbers
+    (with ``verdicts`` they are yielded too, as a part's pass/fail verdicts)."""
+    if isinstance(value, bool):
+        if verdicts:
+            yield where, float(value)
+        return
+    if value is None or isinstance(value, str):
         return
     if isinstance(value, int | float):
         yield where, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _numbers(item, f"{where}.{key}")
+            yield from _numbers(item, f"{where}.{key}", verdicts)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _numbers(item, f"{where}[{index}]")
+            yield from _numbers(item, f"{where}[{index}]", verdicts)
 
 
 def _part(smoke, name: str) -> dict:
@@ -58,9 +63,10 @@ def test_every_part_runs_and_reports_finite_numbers(smoke, name):
         assert math.isfinite(number), f"{name} {where} = {number}"
     for where, number in _numbers(part["figures"], "figures"):
         assert math.isfinite(number), f"{name} {where} = {number}"
-    # Every ratio it owns is a number (or a dict of numbers), none missing.
+    # Every ratio it owns is a number (or a dict of numbers, or of verdicts): none is
+    # left empty or None.
     for key, value in part["ratios"].items():
-        numbers = list(_numbers(value, key))
+        numbers = list(_numbers(value, key, verdicts=True))
         assert numbers, f"{name} ratio {key} holds no number: {value!r}"
 
 
@@ -79,14 +85,14 @@ def test_every_required_ratio_and_target_is_measured(smoke):
 def test_splice_and_ui_lateness_are_measured(smoke):
     splice = _part(smoke, "splice")
     assert splice["figures"]["token_ids_match"] is True
-    assert 0 < splice["ratios"]["splice_vs_rebuild"]
+    assert splice["ratios"]["splice_vs_rebuild"] > 0
     ui = _part(smoke, "ui")["figures"]
     for measure in ("lateness", "markdown_streaming"):
         found = ui[measure]
         assert found["samples"] > 0
         assert 0 <= found["p50_ms"] <= found["p99_ms"] <= found["max_ms"]
     assert ui["lateness"]["tokens"] > 0
-    assert ui["markdown_streaming"]["reply_chars"] == SMOKE.ui_markdown_chars
+    assert ui["markdown_streaming"]["reply_chars"] >= SMOKE.ui_markdown_chars
     assert ui["cold_start_s"] > 0
 
 

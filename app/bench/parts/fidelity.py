@@ -95,7 +95,8 @@ def run(ctx: BenchContext) -> PartResult:
     engine, folder = _reference_engine(ctx)
     try:
         sizes = PROBE_SIZES[ctx.settings.fidelity_probes]
-        plan = plan_check(folder, sizes=sizes)
+        cells = list(ctx.settings.fidelity_cells) or None
+        plan = plan_check(folder, sizes=sizes, only=cells)
         started = time.perf_counter()
         report = start_quality_check(engine, plan).wait()
         check_s = time.perf_counter() - started
