@@ -139,7 +139,7 @@ def test_the_failure_line_names_every_failed_part_in_run_order(tmp_path):
 
 
 def test_the_command_line_exits_0_and_names_no_part_when_all_ran(
-    tiny_model_dir, tmp_path, capsys
+    tiny_model_dir, tmp_path, capfd
 ):
     from app.cli.main import main
 
@@ -148,7 +148,7 @@ def test_the_command_line_exits_0_and_names_no_part_when_all_ran(
         ["bench", "--model", str(tiny_model_dir), "--only", "kv_bytes"]
         + ["--out", str(out)]
     )
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()  # file descriptors: the part watchdog needs one
     assert code == 0, captured.err
     assert "KV bytes" in captured.out
     assert "parts failed" not in captured.err and "part failed" not in captured.err

@@ -96,6 +96,18 @@ def test_splice_and_ui_lateness_are_measured(smoke):
     assert ui["cold_start_s"] > 0
 
 
+def test_the_paths_that_matter_were_taken(smoke):
+    # Sizes small enough to skip the interesting branch would pass the checks above.
+    reuse = _part(smoke, "turn_reuse")["figures"]["contexts"]
+    assert all(min(c["reused_tokens"]) > 0 for c in reuse.values())
+    conversation = _part(smoke, "long_conversation")["figures"]["summary"]
+    assert conversation["on"]["trims"] >= 1 and conversation["off"]["trims"] == 0
+    fidelity = _part(smoke, "fidelity")["figures"]["cells"]
+    assert all(not cell["error"] for cell in fidelity)
+    aged = _part(smoke, "aged_kv")["figures"]
+    assert list(aged["contexts"]) == [str(t) for t in SMOKE.aged_contexts]
+
+
 def test_results_files_hold_every_part(smoke):
     out, results, lines = smoke
     stored = json.loads((out / "results.json").read_text())
