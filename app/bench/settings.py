@@ -2,7 +2,8 @@
 
 The sizes were picked from measured part runtimes on the reference machine (2 cores,
 no GPU) so that a full run takes under 15 minutes and a quick one under 3; each part's
-elapsed time is in results.json to re-check that.
+elapsed time is in results.json to re-check that. `SMOKE` is the test suite's: every
+part's code at the least cost, figures that mean nothing.
 """
 
 from __future__ import annotations

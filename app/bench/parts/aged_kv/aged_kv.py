@@ -410,10 +410,15 @@ def summarize(by_context: dict, act: int, seconds: float, pass_keys: int):
     result.ratios["aged_kv_beats_uniform4_at_equal_bytes"] = {
         tokens: v["beats_uniform_4bit"] for tokens, v in verdicts.items()
     }
+    scored = max(
+        (s.get("positions", 0) for v in by_context.values() for s in v.values()),
+        default=0,
+    )
     result.notes.append(
         f"{pass_keys} pass keys per scheme and length, key at the start of the "
         "context (in an aged cache's oldest tier); recall separates gross damage only, "
-        "KL and top-1 (over the last 512 positions of a held-out text) the finer one."
+        f"KL and top-1 (over the last {scored} positions of a held-out text) the finer "
+        "one."
     )
     result.notes.append(
         "Equal bytes: uniform 4-bit group 64's bytes at that length, from 2.5 % under "
