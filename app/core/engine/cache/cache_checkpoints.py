@@ -15,7 +15,7 @@ trims and prefix reuse, the others are the most recent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.core.budget.kv_budget import STATE_CHECKPOINTS
 from app.core.engine.cache.cache_layers import is_bounded, snapshot, snapshot_nbytes
@@ -113,7 +113,5 @@ class Checkpoints:
         """
         twin = Checkpoints.__new__(Checkpoints)
         twin.__dict__.update(self.__dict__)
-        twin._items = [
-            Checkpoint(c.position, dict(c.snapshots), c.nbytes) for c in self._items
-        ]
+        twin._items = [replace(c, snapshots=dict(c.snapshots)) for c in self._items]
         return twin
