@@ -151,3 +151,29 @@ def test_an_aged_cache_deep_copy_carries_every_field(loaded):
     assert_independent_twin(layer, twin)
     for mine, theirs in zip(layer.tiers, twin.tiers, strict=True):
         assert_independent_twin(mine, theirs)
+
+
+def test_an_aged_twin_keeps_every_setting_and_starts_empty(loaded):
+    cache = _filled(loaded, KVSettings.aged(AGING), 200)
+    layer = next(x for x in cache.layers if isinstance(x, AgedKVCache))
+    layer.dense_fetch = True
+    twin = layer.twin(layer.gap)
+    # Only the held entries may differ: a setting added later must be passed on.
+    held = {"tiers", "offset"}
+    assert sorted(vars(twin)) == sorted(vars(layer))
+    for name, value in vars(layer).items():
+        if name not in held:
+            assert getattr(twin, name) == value, name
+    assert twin.stored == 0 and all(store.count == 0 for store in twin.tiers)
+
+
+def test_a_dense_view_wrapper_has_the_fields_init_sets():
+    from mlx_lm.models.cache import QuantizedKVCache
+
+    from app.core.engine.cache.cache_layers import DenseViewQuantizedKVCache
+
+    store = QuantizedKVCache(group_size=64, bits=8)
+    wrapped = DenseViewQuantizedKVCache.wrapping(store)
+    built = DenseViewQuantizedKVCache(group_size=64, bits=8)
+    assert sorted(vars(wrapped)) == sorted(vars(built))
+    assert wrapped.store is store
