@@ -132,7 +132,7 @@ def run(ctx: BenchContext) -> PartResult:
 def _measure(
     ctx: BenchContext, root: Path, arch: str, context: int, pairs: int
 ) -> dict:
-    from app.bench.runner import make_engine
+    from app.bench.context import make_engine
     from app.core.modelkit.model_builder import build_model
 
     folder = root / arch

@@ -68,7 +68,7 @@ def available(ctx: BenchContext) -> str | None:
 
 
 def _reference_engine(ctx: BenchContext):
-    from app.bench.runner import make_engine
+    from app.bench.context import make_engine
     from app.core.modelkit.reference.install import install_reference_model
 
     scratch = Path(ctx.scratch or ctx.out_dir) / "fidelity"

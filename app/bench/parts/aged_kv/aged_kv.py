@@ -279,8 +279,8 @@ def available(ctx: BenchContext) -> str | None:
 
 def run(ctx: BenchContext) -> PartResult:
     """Measure every scheme at every length on the reference model."""
+    from app.bench.context import make_engine
     from app.bench.parts.aged_kv.aged_kv_measure import copy_figures, measure_context
-    from app.bench.runner import make_engine
     from app.core.modelkit.reference.evaluation import held_out_stream
     from app.core.modelkit.reference.install import install_reference_model
 
