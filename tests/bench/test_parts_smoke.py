@@ -73,9 +73,9 @@ def test_every_part_runs_and_reports_finite_numbers(smoke, name):
 def test_every_required_ratio_and_target_is_measured(smoke):
     _, results, _ = smoke
     ratios, met = results["ratios"], results["targets_met"]
-    ran = {n for n, p in results["parts"].items() if p["status"] == "ok"}
-    if ran != set(MEASUREMENTS):
-        pytest.skip(f"not every part ran: {sorted(set(MEASUREMENTS) - ran)}")
+    skipped = sorted(n for n, p in results["parts"].items() if p["status"] == "skipped")
+    if skipped:
+        pytest.skip(f"parts skipped on this machine: {', '.join(skipped)}")
     for key in (*REQUIRED_RATIOS, *TARGETS):
         assert ratios[key] is not None, f"{key} was not measured"
         assert all(math.isfinite(n) for _, n in _numbers(ratios[key], key)), key
