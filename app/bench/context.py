@@ -92,6 +92,23 @@ class BenchContext:
         return list(longest[:tokens])
 
 
+def make_engine(scratch: Path):
+    """Return an `Engine` whose prefix-cache files go to ``scratch``, not the user's.
+
+    The run's engine and the parts' own (the reference model, each architecture).
+    """
+    import inspect
+
+    from app.core.engine.engine import Engine
+
+    if "prefix_cache" not in inspect.signature(Engine).parameters:
+        return Engine()
+    from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
+
+    settings = PrefixCacheSettings(folder=scratch / "prefix-cache")
+    return Engine(prefix_cache=PrefixCache(settings))
+
+
 class Stopwatch:
     """``with Stopwatch() as w: ...`` then ``w.seconds``."""
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.bench import machine, registry
-from app.bench.context import BenchContext
+from app.bench.context import BenchContext, make_engine
 from app.bench.results import NotAvailable
 from app.bench.settings import (
     DEFAULT_MODEL_FOLDER,
@@ -69,20 +69,6 @@ def default_model(log: Callable[[str], None]) -> tuple[Path, dict]:
     started = time.perf_counter()
     build_model(folder, shape=DEFAULT_SHAPE, bits=16, seed=0)
     return folder, {"built_now": True, "built_s": time.perf_counter() - started}
-
-
-def make_engine(scratch: Path):
-    """Return an `Engine` whose prefix-cache files go to ``scratch``, not the user's."""
-    import inspect
-
-    from app.core.engine.engine import Engine
-
-    if "prefix_cache" not in inspect.signature(Engine).parameters:
-        return Engine()
-    from app.core.engine.cache.prefix_cache import PrefixCache, PrefixCacheSettings
-
-    settings = PrefixCacheSettings(folder=scratch / "prefix-cache")
-    return Engine(prefix_cache=PrefixCache(settings))
 
 
 def model_description(info, folder: Path) -> dict:
@@ -193,6 +179,27 @@ def run_bench(
         _write(results, out_dir)
     log(f"Done in {results['elapsed_s']:.0f} s; results in {out_dir}")
     return results
+
+
+def failed_parts(results: dict) -> list[str]:
+    """Names of the parts that failed, in run order."""
+    return [n for n, p in results.get("parts", {}).items() if p["status"] == "failed"]
+
+
+def failure_message(results: dict, out_dir: str | Path) -> str | None:
+    """One line naming the failed parts (None when none failed).
+
+    e.g. ``bench: 2 parts failed: splice, ui (tracebacks in out/results.json)``.
+    """
+    failed = failed_parts(results)
+    if not failed:
+        return None
+    noun = "part" if len(failed) == 1 else "parts"
+    where = Path(out_dir) / "results.json"
+    return (
+        f"bench: {len(failed)} {noun} failed: {', '.join(failed)} "
+        f"(tracebacks in {where})"
+    )
 
 
 def _write(results: dict, out_dir: Path) -> None:

@@ -2,7 +2,8 @@
 
 The sizes were picked from measured part runtimes on the reference machine (2 cores,
 no GPU) so that a full run takes under 15 minutes and a quick one under 3; each part's
-elapsed time is in results.json to re-check that.
+elapsed time is in results.json to re-check that. `SMOKE` is the test suite's: every
+part's code at the least cost, figures that mean nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +62,21 @@ class BenchSettings:
             sizes are the engine-overhead ones).
         server_reuse_tokens: First-request message of the server reuse check.
         server_reuse_pairs: Interleaved reuse/fresh pairs.
+        arch_context_tokens: Second-turn context of the per-architecture check.
+        arch_pairs: Kept/fresh pairs per architecture.
+        arch_names: Architectures measured (empty: every one `make-model` builds).
+        fidelity_probes: Probe sizes of the fidelity check: ``full``, ``quick`` or
+            ``smoke`` (`app.bench.parts.fidelity.PROBE_SIZES`).
+        fidelity_cells: Cells of the fidelity check (``kv:4:64``, ``trim:splice``;
+            the 16-bit control is added); empty: the whole grid.
+        aged_contexts: Context lengths of the aged-KV comparison.
+        aged_pass_keys: Pass keys asked per scheme and length.
+        aged_scored_tokens: Last positions of the held-out text compared with full
+            precision at each length.
+        aged_decode_tokens: Greedy tokens timed per decode round.
+        aged_decode_rounds: Interleaved decode timing rounds.
+        ui_markdown_chars: Length of the Markdown reply streamed into the chat view.
+        ui_cold_start_runs: App starts timed to first paint (the median counts).
     """
 
     quick: bool = False
@@ -97,6 +113,18 @@ class BenchSettings:
     server_pairs: int = 12
     server_reuse_tokens: int = 1024
     server_reuse_pairs: int = 3
+    arch_context_tokens: int = 2048
+    arch_pairs: int = 2
+    arch_names: tuple[str, ...] = ()
+    fidelity_probes: str = "full"
+    fidelity_cells: tuple[str, ...] = ()
+    aged_contexts: tuple[int, ...] = (2048, 4096, 8192)
+    aged_pass_keys: int = 10
+    aged_scored_tokens: int = 512
+    aged_decode_tokens: int = 32
+    aged_decode_rounds: int = 3
+    ui_markdown_chars: int = 200_000
+    ui_cold_start_runs: int = 3
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -142,7 +170,61 @@ QUICK = BenchSettings(
     ui_seconds=5.0,
     server_pairs=6,
     server_reuse_pairs=2,
+    arch_context_tokens=512,
+    arch_pairs=1,
+    fidelity_probes="quick",
+    aged_contexts=(2048,),
+    aged_pass_keys=4,
+    aged_decode_tokens=16,
+    aged_decode_rounds=2,
+    ui_cold_start_runs=1,
 )
+SMOKE = QUICK.with_changes(
+    overhead_pairs=2,
+    overhead_prompt_tokens=64,
+    overhead_decode_tokens=8,
+    kv_token_counts=(256, 300),
+    kv_growth_tokens=200,
+    reuse_contexts=(256,),
+    reuse_pairs=1,
+    splice_kept_tokens=256,
+    splice_dropped_tokens=128,
+    splice_pairs=1,
+    splice_kl_steps=4,
+    conversation_turns=5,
+    conversation_max_tokens=8,
+    conversation_max_context=256,  # the least a preset allows; turn 5 passes it
+    speed_contexts=(64, 160),
+    speed_reps=1,
+    speed_decode_tokens=4,
+    speed_warm_tokens=16,
+    prefix_tokens=256,
+    prefix_pairs=1,
+    longdoc_tokens=900,
+    longdoc_segments=3,
+    longdoc_decode_tokens=6,
+    longdoc_budget_s=30.0,
+    ui_seconds=1.0,
+    limits_read_bytes=16 * 2**20,
+    limits_gemm_size=128,
+    limits_row_matrix=(4096, 128),
+    limits_repetitions=1,
+    server_pairs=2,
+    server_reuse_tokens=256,
+    server_reuse_pairs=2,
+    arch_context_tokens=160,
+    arch_names=("qwen3_5", "qwen3"),
+    fidelity_probes="smoke",
+    fidelity_cells=("kv:8:64", "kv:4:64", "trim:splice", "trim:none"),
+    aged_contexts=(256,),
+    aged_scored_tokens=128,
+    aged_pass_keys=1,
+    aged_decode_tokens=2,
+    aged_decode_rounds=1,
+    ui_markdown_chars=4000,
+)
+"""The smallest sizes that still run every part's code end to end on the ``tiny``
+model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 DEFAULT_OUT = "bench-results"
 
@@ -85,10 +86,14 @@ def _command_args(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark, print the table; exit code 1 when a measurement failed."""
+    """Run the benchmark, print the table; exit code 1 when a measurement failed.
+
+    The failed measurements are named in one line on stderr, after the table; the
+    others' figures are in results.json and results.md all the same.
+    """
     from app.bench.registry import select
     from app.bench.report.report import markdown
-    from app.bench.runner import run_bench
+    from app.bench.runner import failure_message, run_bench
     from app.bench.settings import FULL, QUICK
 
     select(args.only)  # reject unknown names before any model is built or loaded
@@ -106,5 +111,8 @@ def run(args: argparse.Namespace) -> int:
         command=command,
     )
     print(markdown(results), end="", flush=True)
-    failed = [n for n, p in results["parts"].items() if p["status"] == "failed"]
-    return 1 if failed else 0
+    message = failure_message(results, args.out)
+    if message is None:
+        return 0
+    print(message, file=sys.stderr, flush=True)
+    return 1

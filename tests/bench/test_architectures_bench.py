@@ -1,27 +1,14 @@
-"""The per-architecture benchmark part, on two architectures with quick sizes."""
+"""The per-architecture benchmark part, on two architectures at smoke sizes."""
 
 from __future__ import annotations
 
 import json
 
-from app.bench.runner import run_bench
-from app.bench.settings import QUICK
-from app.core.modelkit import arch_configs
 
-
-def test_a_row_per_architecture_with_reuse_trim_and_bytes(
-    tiny_model_dir, tmp_path, monkeypatch
-):
-    # One recurrent hybrid and one full-attention model keep the test short; the real
-    # run covers every architecture.
-    monkeypatch.setattr(arch_configs, "ARCHES", ("qwen3_5", "qwen3"))
-    data = run_bench(
-        tmp_path,
-        tiny_model_dir,
-        only="architectures",
-        settings=QUICK,
-        log=lambda _: None,
-    )
+def test_a_row_per_architecture_with_reuse_trim_and_bytes(smoke_run):
+    # The shared run at smoke sizes (tests/bench/conftest.py): one recurrent hybrid
+    # and one full-attention model keep it short; the real run covers every one.
+    tmp_path, data, _ = smoke_run
     part = data["parts"]["architectures"]
     assert part["status"] == "ok", part
     by_arch = part["figures"]["by_arch"]

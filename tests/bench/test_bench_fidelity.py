@@ -4,34 +4,15 @@ from __future__ import annotations
 
 import json
 
-from app.bench.parts import fidelity
-from app.bench.runner import run_bench
-from app.bench.settings import QUICK
-from app.core.quality.probes import ProbeSizes
 
-SMALL = ProbeSizes(
-    name="bench-test",
-    text_tokens=96,
-    pass_key_distances=(128,),
-    pass_keys_per_distance=1,
-    trim_cases=1,
-    dropped_tokens=96,
-    kept_tokens=64,
-)
-
-
-def test_fidelity_rows_have_their_kv_bytes_and_the_plot_is_drawn(
-    tiny_model_dir, tmp_path, monkeypatch
-):
-    monkeypatch.setattr(fidelity, "QUICK_SIZES", SMALL)
-    results = run_bench(
-        tmp_path, tiny_model_dir, only="fidelity", settings=QUICK, log=lambda _: None
-    )
+def test_fidelity_rows_have_their_kv_bytes_and_the_plot_is_drawn(smoke_run):
+    # The shared run at smoke sizes (tests/bench/conftest.py): `fidelity.SMOKE_SIZES`.
+    tmp_path, results, _ = smoke_run
     part = results["parts"]["fidelity"]
     assert part["status"] == "ok", part.get("traceback")
     figures = part["figures"]
     cells = {cell["cell"]: cell for cell in figures["cells"]}
-    assert set(cells) >= {"kv:8:64", "kv:4:64", "kv:4:128", "trim:splice"}
+    assert set(cells) >= {"kv:8:64", "kv:4:64", "trim:splice", "trim:none"}
     eight, four = cells["kv:8:64"], cells["kv:4:64"]
     assert four["kv_bytes_at_context"] < eight["kv_bytes_at_context"]
     assert eight["kv_bytes_at_context"] < (

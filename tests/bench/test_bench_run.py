@@ -7,8 +7,8 @@ import json
 import pytest
 
 from app.bench.parts import prefix_cache
-from app.bench.runner import REQUIRED_RATIOS, run_bench
-from app.bench.settings import QUICK
+from app.bench.runner import REQUIRED_RATIOS, failure_message, run_bench
+from app.bench.settings import QUICK, SMOKE
 from app.cli import bench_command
 
 TINY = QUICK.with_changes(
@@ -91,6 +91,68 @@ def test_a_missing_feature_is_skipped_with_a_note(
     assert "not available in this build" in part["note"]
     assert data["ratios"]["prefix_memory_vs_cold"] is None
     assert "Skipped:" in (tmp_path / "results.md").read_text()
+
+
+def test_a_failing_part_is_named_and_the_others_figures_are_kept(
+    tiny_model_dir, tmp_path
+):
+    # A real bad input: an architecture `make-model` does not know.
+    settings = SMOKE.with_changes(arch_names=("no_such_arch",))
+    data = run_bench(
+        tmp_path,
+        tiny_model_dir,
+        only="kv_bytes,architectures",
+        settings=settings,
+        log=lambda _: None,
+        plots=False,
+    )
+    failed = data["parts"]["architectures"]
+    assert failed["status"] == "failed"
+    assert "unknown architecture 'no_such_arch'" in failed["error"]
+    assert "Traceback" in failed["traceback"]
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored["parts"]["kv_bytes"]["status"] == "ok"
+    assert stored["ratios"]["kv_bytes_measured_vs_predicted"] == {
+        "16": 1.0,
+        "8": 1.0,
+        "4": 1.0,
+    }
+    assert stored["parts"]["architectures"]["status"] == "failed"
+    table = (tmp_path / "results.md").read_text()
+    assert "KV bytes" in table and "Failed:" in table and "`architectures`" in table
+    assert failure_message(data, tmp_path) == (
+        f"bench: 1 part failed: architectures (tracebacks in {tmp_path}/results.json)"
+    )
+
+
+def test_the_failure_line_names_every_failed_part_in_run_order(tmp_path):
+    parts = {
+        "splice": {"status": "failed"},
+        "kv_bytes": {"status": "ok"},
+        "fidelity": {"status": "skipped"},
+        "ui": {"status": "failed"},
+    }
+    message = failure_message({"parts": parts}, tmp_path)
+    assert message is not None
+    assert message.startswith("bench: 2 parts failed: splice, ui (")
+    assert failure_message({"parts": {"kv_bytes": {"status": "ok"}}}, tmp_path) is None
+
+
+def test_the_command_line_exits_0_and_names_no_part_when_all_ran(
+    tiny_model_dir, tmp_path, capfd
+):
+    from app.cli.main import main
+
+    out = tmp_path / "out"
+    code = main(
+        ["bench", "--model", str(tiny_model_dir), "--only", "kv_bytes"]
+        + ["--out", str(out)]
+    )
+    captured = capfd.readouterr()  # file descriptors: the part watchdog needs one
+    assert code == 0, captured.err
+    assert "KV bytes" in captured.out
+    assert "parts failed" not in captured.err and "part failed" not in captured.err
+    assert (out / "results.json").is_file()
 
 
 def test_the_command_line_parses_and_rejects_unknown_names():

@@ -8,18 +8,9 @@ from app.bench.runner import run_bench
 from app.bench.settings import QUICK
 
 
-def test_whole_reads_and_segments_are_measured_and_drawn(tiny_model_dir, tmp_path):
-    settings = QUICK.with_changes(
-        longdoc_tokens=900, longdoc_segments=3, longdoc_decode_tokens=6
-    )
-    results = run_bench(
-        tmp_path,
-        tiny_model_dir,
-        only="long_document",
-        settings=settings,
-        log=lambda _: None,
-        command="swapless bench --only long_document",
-    )
+def test_whole_reads_and_segments_are_measured_and_drawn(smoke_run):
+    # The shared run at smoke sizes (tests/bench/conftest.py): 900 tokens, 3 segments.
+    tmp_path, results, _ = smoke_run
     part = results["parts"]["long_document"]
     assert part["status"] == "ok", part.get("traceback")
     figures = part["figures"]

@@ -44,8 +44,6 @@ FIRST_REPLY_TOKENS = 16
 SUMMARY_TOKENS = 64
 # Interleaved trim/re-prefill repetitions (a trim of a tiny model takes milliseconds).
 TRIM_REPEATS = 3
-# (context tokens of the second turn, kept/fresh pairs) for quick and full runs.
-SIZES = {True: (512, 1), False: (2048, 2)}
 
 
 def available(ctx: BenchContext) -> str | None:
@@ -57,11 +55,18 @@ def run(ctx: BenchContext) -> PartResult:
     """Build each architecture and measure it."""
     from app.core.modelkit.arch_configs import ARCHES
 
-    context, pairs = SIZES[bool(ctx.settings.quick)]
+    s = ctx.settings
+    context, pairs = s.arch_context_tokens, s.arch_pairs
+    unknown = sorted(set(s.arch_names) - set(ARCHES))
+    if unknown:
+        raise ValueError(
+            f"unknown architecture {unknown[0]!r}; choose from {', '.join(ARCHES)}"
+        )
+    names = [arch for arch in ARCHES if arch in s.arch_names] or list(ARCHES)
     root = Path(ctx.scratch or ctx.out_dir) / "architectures"
     result = PartResult()
     per_arch = {}
-    for arch in ARCHES:
+    for arch in names:
         ctx.log(f"  {arch} …")
         started = time.perf_counter()
         per_arch[arch] = _measure(ctx, root, arch, context, pairs)
@@ -127,7 +132,7 @@ def run(ctx: BenchContext) -> PartResult:
 def _measure(
     ctx: BenchContext, root: Path, arch: str, context: int, pairs: int
 ) -> dict:
-    from app.bench.runner import make_engine
+    from app.bench.context import make_engine
     from app.core.modelkit.model_builder import build_model
 
     folder = root / arch

@@ -42,6 +42,18 @@ QUICK_SIZES = ProbeSizes(
     dropped_tokens=256,
     kept_tokens=192,
 )
+# Smallest sizes that still ask a pass key and trim a conversation (the test suite's).
+SMOKE_SIZES = ProbeSizes(
+    name="bench-smoke",
+    text_tokens=64,
+    pass_key_distances=(96,),
+    pass_keys_per_distance=1,
+    trim_cases=1,
+    dropped_tokens=64,
+    kept_tokens=48,
+)
+PROBE_SIZES = {"full": FULL_SIZES, "quick": QUICK_SIZES, "smoke": SMOKE_SIZES}
+"""`BenchSettings.fidelity_probes` names one of these."""
 SUMMARY_MAX_TOKENS = 128
 
 
@@ -56,7 +68,7 @@ def available(ctx: BenchContext) -> str | None:
 
 
 def _reference_engine(ctx: BenchContext):
-    from app.bench.runner import make_engine
+    from app.bench.context import make_engine
     from app.core.modelkit.reference.install import install_reference_model
 
     scratch = Path(ctx.scratch or ctx.out_dir) / "fidelity"
@@ -75,10 +87,16 @@ def run(ctx: BenchContext) -> PartResult:
 
     if ctx.scratch is None and ctx.out_dir is None:
         raise NotAvailable("no scratch folder for the reference model")
+    if ctx.settings.fidelity_probes not in PROBE_SIZES:
+        raise ValueError(
+            f"unknown fidelity_probes {ctx.settings.fidelity_probes!r}; choose from "
+            f"{', '.join(PROBE_SIZES)}"
+        )
     engine, folder = _reference_engine(ctx)
     try:
-        sizes = QUICK_SIZES if ctx.settings.quick else FULL_SIZES
-        plan = plan_check(folder, sizes=sizes)
+        sizes = PROBE_SIZES[ctx.settings.fidelity_probes]
+        cells = list(ctx.settings.fidelity_cells) or None
+        plan = plan_check(folder, sizes=sizes, only=cells)
         started = time.perf_counter()
         report = start_quality_check(engine, plan).wait()
         check_s = time.perf_counter() - started

@@ -6,7 +6,7 @@ prefix in memory and on disk), "memory" starts a second conversation with the sa
 system prompt (its KV comes from the in-memory entry), then the in-memory entries are
 dropped and "disk" starts a third (its KV is loaded from the file). The order is cold,
 memory, disk, cold, memory, disk, …; times are `GenerationEvent.ttft_s`. The engine's
-prefix files go to this run's scratch folder (see `runner.make_engine`), never to the
+prefix files go to this run's scratch folder (see `context.make_engine`), never to the
 user's. The cache is unquantized, as in the turn reuse check.
 """
 

@@ -5,7 +5,7 @@ Calls `app.ui.checks.responsiveness` (written with the window code) in a subproc
 engine there stays the only MLX user. The subprocess prints one marked JSON line.
 
 Besides the model's own replies (short, on a small model), the chat view streams a
-`MARKDOWN_REPLY_CHARS` Markdown reply written by `long_markdown_reply`: what a long
+``ui_markdown_chars`` (200 KB in a full run) Markdown reply written by `long_markdown_reply`: what a long
 answer with prose, lists, code and tables costs the UI thread to render as it grows.
 """
 
@@ -31,7 +31,6 @@ NEEDED = (
     "measure_cold_start",
 )
 TIMEOUT_S = 900
-MARKDOWN_REPLY_CHARS = 200_000
 MARKDOWN_STREAM_FACTOR = 2
 """The Markdown reply streams over this many times the settings' ``ui_seconds``."""
 
@@ -72,7 +71,7 @@ def available(ctx: BenchContext) -> str | None:
 def run(ctx: BenchContext) -> PartResult:
     """Run both UI measures in a subprocess and report them."""
     s = ctx.settings
-    runs = 1 if s.quick else 3
+    runs = s.ui_cold_start_runs
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     completed = subprocess.run(
         [
@@ -82,7 +81,7 @@ def run(ctx: BenchContext) -> PartResult:
             str(ctx.model_dir),
             str(s.ui_seconds),
             str(runs),
-            str(MARKDOWN_REPLY_CHARS),
+            str(s.ui_markdown_chars),
             str(s.ui_seconds * MARKDOWN_STREAM_FACTOR),
         ],
         env=env,

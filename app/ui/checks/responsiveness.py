@@ -244,8 +244,7 @@ def measure_markdown_streaming_lateness(
     def on_feed() -> None:
         due = min(len(reply), int(len(reply) * clock.elapsed() / (seconds * 1000)) + 1)
         if due > state["fed"]:
-            # The call itself is being fixed on another branch (issue 34, point 1).
-            view.append_live_text(reply[state["fed"] : due])  # type: ignore[attr-defined]
+            view.set_live_text(reply[:due])  # the reply so far, as the window shows it
             state["fed"] = due
             if due >= len(reply):
                 state["fed_at_ns"] = clock.nsecsElapsed()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from app.bench.context import BenchContext
 from app.bench.results import NotAvailable, PartResult, Row
+from app.bench.settings import BenchSettings
 from app.core.budget.aged_budget import aged_growing_bytes
 from app.core.budget.kv_budget import kv_bytes_at
 from app.core.budget.model_geometry import ModelGeometry, read_geometry
@@ -42,8 +43,8 @@ from app.core.presets.generation_settings import KVAging, KVSettings
 NAME = "aged_kv"
 TITLE = "Aged KV precision vs uniform KV at equal bytes (reference model)"
 PLOT = "aged_kv_recall_vs_bytes.png"
-CONTEXTS = (2048, 4096, 8192)
-QUICK_CONTEXTS = (2048,)
+CONTEXTS = BenchSettings().aged_contexts
+"""The full run's context lengths (`BenchSettings.aged_contexts`)."""
 BLOCK = 64
 # How far an equal-bytes scheme's bytes may be above uniform 4-bit's, and below: a
 # little more below, where fewer bytes only handicap aging (at 2K with float16, one
@@ -278,8 +279,8 @@ def available(ctx: BenchContext) -> str | None:
 
 def run(ctx: BenchContext) -> PartResult:
     """Measure every scheme at every length on the reference model."""
+    from app.bench.context import make_engine
     from app.bench.parts.aged_kv.aged_kv_measure import copy_figures, measure_context
-    from app.bench.runner import make_engine
     from app.core.modelkit.reference.evaluation import held_out_stream
     from app.core.modelkit.reference.install import install_reference_model
 
@@ -290,9 +291,8 @@ def run(ctx: BenchContext) -> PartResult:
     if not folder.exists():
         install_reference_model(folder)
     geometry = read_geometry(folder)
-    quick = ctx.settings.quick
-    contexts = QUICK_CONTEXTS if quick else CONTEXTS
-    pass_keys = 4 if quick else 10
+    s = ctx.settings
+    contexts, pass_keys = s.aged_contexts, s.aged_pass_keys
     engine = make_engine(scratch)
     engine.load(folder)
     act = 4 if engine.model_info.activation_dtype == "float32" else 2
@@ -307,9 +307,10 @@ def run(ctx: BenchContext) -> PartResult:
             measure = functools.partial(
                 measure_context,
                 pass_keys=pass_keys,
-                decode_tokens=16 if quick else 32,
-                decode_rounds=2 if quick else 3,
+                decode_tokens=s.aged_decode_tokens,
+                decode_rounds=s.aged_decode_rounds,
                 log=ctx.log,
+                scored_tokens=s.aged_scored_tokens,
             )
             figures = engine.submit(
                 measure, loaded, stream, tokens, {s.name: s.kv for s in schemes}
@@ -352,8 +353,8 @@ def _bench_model_speed(ctx: BenchContext, contexts, act: int) -> dict:
     started = time.perf_counter()
     measure = functools.partial(
         decode_speed,
-        decode_tokens=16 if ctx.settings.quick else 32,
-        decode_rounds=2 if ctx.settings.quick else 3,
+        decode_tokens=ctx.settings.aged_decode_tokens,
+        decode_rounds=ctx.settings.aged_decode_rounds,
     )
     speeds = ctx.engine.submit(measure, loaded, ids, tuple(contexts), chosen).result()
     summary = {
@@ -409,10 +410,15 @@ def summarize(by_context: dict, act: int, seconds: float, pass_keys: int):
     result.ratios["aged_kv_beats_uniform4_at_equal_bytes"] = {
         tokens: v["beats_uniform_4bit"] for tokens, v in verdicts.items()
     }
+    scored = max(
+        (s.get("positions", 0) for v in by_context.values() for s in v.values()),
+        default=0,
+    )
     result.notes.append(
         f"{pass_keys} pass keys per scheme and length, key at the start of the "
         "context (in an aged cache's oldest tier); recall separates gross damage only, "
-        "KL and top-1 (over the last 512 positions of a held-out text) the finer one."
+        f"KL and top-1 (over the last {scored} positions of a held-out text) the finer "
+        "one."
     )
     result.notes.append(
         "Equal bytes: uniform 4-bit group 64's bytes at that length, from 2.5 % under "

@@ -102,6 +102,7 @@ def measure_context(
     decode_tokens: int,
     decode_rounds: int,
     log: Callable[[str], None],
+    scored_tokens: int = SCORED_TOKENS,
 ) -> dict[str, SchemeFigures]:
     """Every figure of every scheme at one context length.
 
@@ -115,6 +116,7 @@ def measure_context(
         decode_tokens: Greedy tokens timed per round.
         decode_rounds: Interleaved timing rounds.
         log: One line per finished scheme.
+        scored_tokens: The text's last positions compared (at most ``tokens``).
     """
     from app.core.engine.quality import quality_scoring as scoring
 
@@ -126,13 +128,16 @@ def measure_context(
     figures = {name: SchemeFigures() for name in schemes}
     text = [int(i) for i in stream.ids[: tokens + 1]]
     began = time.perf_counter()
-    reference = _reference_log_probs(model, text, tokens, chunk)
+    scored_tokens = min(scored_tokens, tokens)
+    reference = _reference_log_probs(model, text, tokens, chunk, scored_tokens)
     figures["full"].seconds += time.perf_counter() - began
     filled: dict[str, ConversationCache] = {}
     for name, kv in schemes.items():
         began = time.perf_counter()
         cache = new_cache(model, kv)
-        _compare_text(model, cache, text, tokens, chunk, reference, figures[name])
+        _compare_text(
+            model, cache, text, (tokens, scored_tokens), chunk, reference, figures[name]
+        )
         # The text's last token was fed too (it predicts nothing): trim it off.
         cache.rewind(tokens)
         cache.evaluate()
@@ -192,12 +197,12 @@ def _prefill(model, cache: ConversationCache, ids: list[int], chunk: int) -> Non
 
 
 def _reference_log_probs(
-    model, text: list[int], tokens: int, chunk: int
+    model, text: list[int], tokens: int, chunk: int, scored_tokens: int
 ) -> list[mx.array]:
-    """Full precision's next-token log-probs over the last `SCORED_TOKENS` positions of
-    ``text[:tokens]``, per pass (computed once, compared with every scheme)."""
+    """Full precision's next-token log-probs over the last ``scored_tokens`` positions
+    of ``text[:tokens]``, per pass (computed once, compared with every scheme)."""
     cache = ConversationCache(model, FULL_PRECISION)
-    scored_from = tokens - SCORED_TOKENS
+    scored_from = tokens - scored_tokens
     _prefill(model, cache, text[:scored_from], chunk)
     chunks = []
     for start in range(scored_from, tokens, TEXT_CHUNK):
@@ -211,16 +216,20 @@ def _compare_text(
     model,
     cache: ConversationCache,
     text: list[int],
-    tokens: int,
+    lengths: tuple[int, int],
     chunk: int,
     reference: list[mx.array],
     result: SchemeFigures,
 ) -> None:
-    """Prefill ``cache`` with ``text`` up to the last `SCORED_TOKENS` positions, then
-    feed those `TEXT_CHUNK` at a time and add their agreement with ``reference``."""
+    """Prefill ``cache`` with ``text`` up to its last scored positions, then feed those
+    `TEXT_CHUNK` at a time and add their agreement with ``reference``.
+
+    ``lengths`` is (the context length, the positions scored at its end).
+    """
     from app.core.engine.quality.quality_scoring import compare_log_probs, real_item
 
-    scored_from = tokens - SCORED_TOKENS
+    tokens, scored_tokens = lengths
+    scored_from = tokens - scored_tokens
     _prefill(model, cache, text[:scored_from], chunk)
     for index, start in enumerate(range(scored_from, tokens, TEXT_CHUNK)):
         piece = text[start : start + TEXT_CHUNK]

@@ -108,6 +108,14 @@ class _TierStore:
         self.values = None
         self.count = 0
 
+    def __deepcopy__(self, memo) -> _TierStore:
+        # Every field carried over; the arrays copied (their buffers are shared).
+        twin = _TierStore.__new__(_TierStore)
+        twin.__dict__.update(self.__dict__)
+        twin.keys = copy.deepcopy(self.keys, memo)
+        twin.values = copy.deepcopy(self.values, memo)
+        return twin
+
     @property
     def capacity(self) -> int:
         """Entries the buffers have room for."""
@@ -387,13 +395,11 @@ class AgedKVCache(_BaseCache):
         return result
 
     def __deepcopy__(self, memo) -> AgedKVCache:
-        # MLX dtypes cannot be deep-copied; the arrays must be (buffers are shared).
-        twin = self.twin(self.gap)
-        twin.offset = self.offset
-        for mine, theirs in zip(self.tiers, twin.tiers, strict=True):
-            theirs.keys = copy.deepcopy(mine.keys, memo)
-            theirs.values = copy.deepcopy(mine.values, memo)
-            theirs.count = mine.count
+        # MLX dtypes cannot be deep-copied, so not the whole __dict__: every field is
+        # carried over (one added later cannot be forgotten), then the tiers copied.
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin.tiers = copy.deepcopy(self.tiers, memo)
         return twin
 
     def twin(self, gap: int = 0) -> AgedKVCache:

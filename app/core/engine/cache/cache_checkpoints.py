@@ -15,7 +15,7 @@ trims and prefix reuse, the others are the most recent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.core.budget.kv_budget import STATE_CHECKPOINTS
 from app.core.engine.cache.cache_layers import is_bounded, snapshot, snapshot_nbytes
@@ -106,9 +106,12 @@ class Checkpoints:
         self._items = []
 
     def copy(self) -> Checkpoints:
-        """An independent copy (snapshots are immutable, so they are shared)."""
-        twin = Checkpoints(self.limit)
-        twin._items = [
-            Checkpoint(c.position, dict(c.snapshots), c.nbytes) for c in self._items
-        ]
+        """An independent copy (snapshots are immutable, so they are shared).
+
+        Every field is carried over from ``__dict__`` (a field added later cannot be
+        forgotten); the list of checkpoints is then copied.
+        """
+        twin = Checkpoints.__new__(Checkpoints)
+        twin.__dict__.update(self.__dict__)
+        twin._items = [replace(c, snapshots=dict(c.snapshots)) for c in self._items]
         return twin

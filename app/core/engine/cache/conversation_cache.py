@@ -352,16 +352,19 @@ class ConversationCache:
         self._age_from_start()
 
     def clone(self) -> ConversationCache:
-        """Return an independent deep copy (plain copies share MLX buffers)."""
+        """Return an independent deep copy (plain copies share MLX buffers).
+
+        Every field is carried over from ``__dict__``, so one added to ``__init__``
+        later cannot be forgotten; the mutable ones are then replaced by copies (the
+        model and the immutable settings are shared). A test checks that no mutable
+        field stays shared.
+        """
         twin = ConversationCache.__new__(ConversationCache)
-        twin.model = self.model
-        twin.kv = self.kv
+        twin.__dict__.update(self.__dict__)
         twin.layers = copy.deepcopy(self.layers)
         twin.token_ids = list(self.token_ids)
         twin.positions = list(self.positions)
         twin.checkpoints = self.checkpoints.copy()
-        twin.last_rewind = self.last_rewind
-        twin.dense_view = self.dense_view
         return twin
 
     # -- prefixes --------------------------------------------------------------------
