@@ -27,9 +27,9 @@ _MODULES = {
     "architectures": "app.bench.parts.architectures",
     "fidelity": "app.bench.parts.fidelity",
     "recall": "app.bench.parts.recall.recall",
-    "server": "app.bench.parts.server",
-    "agent_session": "app.bench.parts.agent_session",
-    "structured": "app.bench.parts.structured",
+    "server": "app.bench.parts.serving.server",
+    "agent_session": "app.bench.parts.serving.agent_session",
+    "structured": "app.bench.parts.serving.structured",
     "ui": "app.bench.parts.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.bench.parts import structured
+from app.bench.parts.serving import structured
 from app.bench.runner import run_bench
 from app.bench.settings import QUICK
 
