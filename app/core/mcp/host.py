@@ -360,6 +360,17 @@ class McpHost:
         ]
 
     async def _call(self, name: str, tool: str, arguments: dict[str, Any]) -> Any:
+        reused = name in self._running and self._running[name].lost is None
+        try:
+            return await self._call_once(name, tool, arguments)
+        except ToolServerError as exc:
+            # A server that died after its last call is only found dead now: start it
+            # anew once, unless the failure was this call's own (a timeout).
+            if not reused or "did not answer" in str(exc):
+                raise
+            return await self._call_once(name, tool, arguments)
+
+    async def _call_once(self, name: str, tool: str, arguments: dict[str, Any]) -> Any:
         running = await self._ensure(name)
         call = asyncio.ensure_future(running.client.call_tool(tool, arguments))
         # A server that dies mid-call ends its keeper task: stop waiting then too.

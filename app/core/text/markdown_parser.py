@@ -62,7 +62,7 @@ class _DepthBoundedBlockParser(ParserBlock):
 def _last_closing_bracket(state: StateInline) -> int:
     last = getattr(state, "last_closing_bracket", None)
     if last is None:  # once per paragraph: its source never changes
-        last = vars(state)["last_closing_bracket"] = state.src.rfind("]")
+        last = state.last_closing_bracket = state.src.rfind("]")  # type: ignore[attr-defined]
     return last
 
 

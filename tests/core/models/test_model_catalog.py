@@ -145,7 +145,7 @@ def test_finds_models_in_every_layout(layouts):
 
 
 def test_hf_snapshot_without_a_ref_is_the_newest_complete_one(layouts):
-    (layouts["current"].parents[2] / "refs" / "main").unlink()
+    (layouts["current"].parents[1] / "refs" / "main").unlink()
     models = find_models(env=layouts["env"], home=layouts["home"])
     hub_models = [m for m in models if m.source == SOURCE_HUGGING_FACE]
     assert len(hub_models) == 1

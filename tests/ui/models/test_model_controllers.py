@@ -117,7 +117,7 @@ def _fake_hub_layout(home, tiny_model_dir):
     snapshot.mkdir(parents=True)
     for file in tiny_model_dir.iterdir():
         (snapshot / file.name).symlink_to(file)
-    refs = snapshot.parents[2] / "refs"
+    refs = snapshot.parents[1] / "refs"
     refs.mkdir()
     (refs / "main").write_text("abc123")
     studio = home / "user" / ".lmstudio" / "models" / "acme" / "studio-tiny"
