@@ -318,6 +318,10 @@ class McpHost:
                 running = _Running(client, stop, task)
                 self._running[name] = running
                 ready.set_result(running)
+                # Started: later callers find it in _running, and once it is retired a
+                # new start must not be handed this (then dead) one.
+                if self._starting.get(name) is ready:
+                    del self._starting[name]
                 await stop.wait()
         except BaseException as exc:  # noqa: BLE001 - every failure becomes words
             reason = exc if isinstance(exc, ToolServerError) else None
@@ -330,7 +334,8 @@ class McpHost:
                 raise
         finally:
             self._keepers.discard(task)
-            self._starting.pop(name, None)
+            if self._starting.get(name) is ready:
+                del self._starting[name]
             if running is not None and running.lost is None:
                 running.lost = f"tool server {name!r} stopped"
 
