@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -27,6 +27,7 @@ from app.server.completions import text_completion
 from app.server.errors import RequestError, as_request_error
 from app.server.events import Accepted, Finished, TextDelta
 from app.server.openai_chat import openai_response as openai
+from app.server.openai_chat.openai_request import ChatRequest
 from app.server.openai_responses import responses_response as responses
 from app.server.openai_responses.responses_request import parse_responses_request
 
@@ -36,6 +37,16 @@ KEEPALIVE_S = 15.0
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 ErrorShape = Callable[[RequestError | None], Response]
+
+
+class _HasChat(Protocol):
+    """A parsed protocol request: the neutral chat request it carries."""
+
+    @property
+    def chat(self) -> ChatRequest: ...
+
+
+_ParsedT = TypeVar("_ParsedT", bound=_HasChat)
 
 
 class ServerApp(Protocol):
@@ -132,26 +143,43 @@ class AgentRoutes:
     def _model(self, asked: str) -> str:
         return self.server.service.model_id() or asked
 
+    async def _begin_chat(
+        self,
+        request: Request,
+        parse: Callable[[bytes], _ParsedT],
+        errors: ErrorShape,
+    ) -> Response | tuple[_ParsedT, tuple[Any, Any, Any]]:
+        """Read, parse and start a chat request of one protocol on a worker.
+
+        Returns:
+            The protocol's error response when it was refused or ended before its
+            first event, else the parsed request and what `ServerApp.begin` returned.
+        """
+        body = await self._read(request, errors)
+        if isinstance(body, Response):
+            return body
+        try:
+            parsed = parse(body)
+        except RequestError as exc:
+            return errors(exc)
+        chat = parsed.chat
+        service = self.server.service
+        started = await self.server.begin(
+            request, lambda cancel: service.run(chat, cancel), errors
+        )
+        if isinstance(started, Response):
+            return started
+        return parsed, started
+
     # -- Anthropic Messages ----------------------------------------------------------
 
     async def messages(self, request: Request) -> Response:
         """``POST /v1/messages`` (``?beta=true`` too), streamed or not."""
-        body = await self._read(request, anthropic_error)
-        if isinstance(body, Response):
-            return body
-        try:
-            parsed = parse_messages_request(body)
-        except RequestError as exc:
-            return anthropic_error(exc)
-        chat = parsed.chat
-        service = self.server.service
-        started = await self.server.begin(
-            request, lambda cancel: service.run(chat, cancel), anthropic_error
-        )
-        if isinstance(started, Response):
-            return started
-        bridge, first, watcher = started
-        model = self._model(chat.model)
+        begun = await self._begin_chat(request, parse_messages_request, anthropic_error)
+        if isinstance(begun, Response):
+            return begun
+        parsed, (bridge, first, watcher) = begun
+        model = self._model(parsed.chat.model)
         if parsed.stream:
             watcher.cancel()  # the streaming response listens for it from now on
             return StreamingResponse(
@@ -223,22 +251,13 @@ class AgentRoutes:
 
     async def responses(self, request: Request) -> Response:
         """``POST /v1/responses``, stateless, streamed or not."""
-        body = await self._read(request, openai_error)
-        if isinstance(body, Response):
-            return body
-        try:
-            parsed = parse_responses_request(body)
-        except RequestError as exc:
-            return openai_error(exc)
-        chat = parsed.chat
-        service = self.server.service
-        started = await self.server.begin(
-            request, lambda cancel: service.run(chat, cancel), openai_error
+        begun = await self._begin_chat(request, parse_responses_request, openai_error)
+        if isinstance(begun, Response):
+            return begun
+        parsed, (bridge, first, watcher) = begun
+        writer = responses.ResponseStream(
+            self._model(parsed.chat.model), parsed, time.time()
         )
-        if isinstance(started, Response):
-            return started
-        bridge, first, watcher = started
-        writer = responses.ResponseStream(self._model(chat.model), parsed, time.time())
         if parsed.stream:
             watcher.cancel()
             return StreamingResponse(
