@@ -16,12 +16,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.core.budget.context_state import effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import MAX_TRIM_ROUNDS
 from app.core.chat.trimmer import TrimOutcome
-from app.core.engine.events import GenerationEvent
+from app.core.engine.events import GenerationEvent, ModelInfo
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
@@ -68,6 +69,29 @@ RECENT_REQUESTS = 32
 def served_model_id(info) -> str:
     """The id `GET /v1/models` lists for a loaded model: its folder's name."""
     return Path(info.folder).name or MODEL_ALIAS
+
+
+def check_served_model(engine: Any, asked: str) -> ModelInfo:
+    """Return the served model's info; refuse when none is loaded or another is asked.
+
+    Raises:
+        ServiceUnavailable: No model is loaded.
+        RequestError: ``asked`` is neither the served model's id nor the alias.
+    """
+    info = engine.model_info
+    if info is None:
+        raise ServiceUnavailable(
+            "No model is loaded; load one in Swapless first.", "model_not_loaded"
+        )
+    served = served_model_id(info)
+    if asked not in (served, MODEL_ALIAS):
+        raise RequestError(
+            f"The model {asked!r} is not served here; this server serves "
+            f"{served!r} (also reachable as {MODEL_ALIAS!r}).",
+            code="model_not_found",
+            param="model",
+        )
+    return info
 
 
 @dataclass(frozen=True)
@@ -222,19 +246,7 @@ class CompletionService:
 
     def _answer(self, request: ChatRequest, cancel: CancelToken) -> Iterator:
         engine = self.engine
-        info = engine.model_info
-        if info is None:
-            raise ServiceUnavailable(
-                "No model is loaded; load one in Swapless first.", "model_not_loaded"
-            )
-        served = served_model_id(info)
-        if request.model not in (served, MODEL_ALIAS):
-            raise RequestError(
-                f"The model {request.model!r} is not served here; this server serves "
-                f"{served!r} (also reachable as {MODEL_ALIAS!r}).",
-                code="model_not_found",
-                param="model",
-            )
+        info = check_served_model(engine, request.model)
         preset = self._preset
         sampling = SamplingSettings(
             temperature=_or(request.temperature, preset.temperature),

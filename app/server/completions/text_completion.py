@@ -18,7 +18,7 @@ from typing import Any
 from app.core.cancel import CancelToken
 from app.core.engine.events import GenerationEvent
 from app.core.presets.generation_settings import SamplingSettings
-from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
+from app.server.errors import ContextLengthExceeded, RequestError
 from app.server.events import Accepted, Finished, TextDelta
 from app.server.openai_chat.openai_request import (
     MAX_TOKENS_LIMIT,
@@ -172,22 +172,10 @@ def runner(
     Raises:
         RequestError: No model, another model asked for, no FIM tokens, too long.
     """
-    from app.server.completion import MODEL_ALIAS, served_model_id
+    from app.server.completion import check_served_model
 
     engine = service.engine
-    info = engine.model_info
-    if info is None:
-        raise ServiceUnavailable(
-            "No model is loaded; load one in Swapless first.", "model_not_loaded"
-        )
-    served = served_model_id(info)
-    if request.model not in (served, MODEL_ALIAS):
-        raise RequestError(
-            f"The model {request.model!r} is not served here; this server serves "
-            f"{served!r} (also reachable as {MODEL_ALIAS!r}).",
-            code="model_not_found",
-            param="model",
-        )
+    check_served_model(engine, request.model)
     ids = prompt_ids(engine.tokenizer, request)
     limit = service.effective_limit()
     if len(ids) + request.max_tokens > limit:
