@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import os
 import threading
 import time
@@ -90,8 +91,6 @@ def _result_text(result: Any) -> str:
         else:
             parts.append(f"[{kind or 'unknown'} content not shown to the model]")
     if not parts and getattr(result, "structured_content", None) is not None:
-        import json
-
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
 
