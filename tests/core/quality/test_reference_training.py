@@ -121,3 +121,46 @@ def test_format_sequences_render_as_the_template_does():
     assert "<think>\n" in text and f"<tool_response>\n{task.result}" in text
     off = format_tasks.tool_conversation(task, False, random.Random(1))
     assert "<think>\n\n</think>\n\n" in off
+
+
+def test_replies_weigh_fully_and_prompts_a_tenth():
+    import random
+
+    from tokenizers import Tokenizer
+
+    from app.core.modelkit.reference import chat_format, format_tasks
+    from app.core.modelkit.reference.install import committed_folder
+
+    tokenizer = Tokenizer.from_file(str(committed_folder() / "tokenizer.json"))
+    task = format_tasks.tool_task(random.Random(2), ["Lisbon", "kettle"], kind="named")
+    text = chat_format.render(task.messages, tools=task.tools)
+    encoding = tokenizer.encode(text)
+    weights = corpus.reply_weights(text, encoding.offsets)
+    heavy = tokenizer.decode(
+        [i for i, w in zip(encoding.ids, weights, strict=True) if w == 1.0],
+        skip_special_tokens=False,
+    )
+    assert format_tasks.call_text(task) in heavy
+    assert task.result in heavy
+    assert task.messages[0]["content"] not in heavy  # the question is prompt
+    assert set(weights.tolist()) == {1.0, corpus.PROMPT_WEIGHT}
+
+
+def test_made_up_tools_are_named_in_the_question_and_copied_into_the_call():
+    import json
+    import random
+
+    from app.core.modelkit.reference import format_tasks
+
+    named = format_tasks.tool_task(random.Random(5), ["harbour"], kind="named")
+    question = named.messages[0]["content"]
+    assert named.tool.name in question and f'"{named.value}"' in question
+    assert json.loads(format_tasks.call_text(named).split("\n")[1]) == {
+        "name": named.tool.name,
+        "arguments": {named.tool.argument: named.value},
+    }
+    bare = format_tasks.tool_task(random.Random(5), ["harbour"], kind="no_argument")
+    assert '"arguments": {}' in format_tasks.call_text(bare)
+    assert bare.tools[-1]["function"]["parameters"]["properties"] == {} or any(
+        t["function"]["parameters"]["properties"] == {} for t in bare.tools
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -168,15 +169,42 @@ def training_sequences(
 # The format stage's mix (`format_tasks`): text keeps the prose, recall tasks keep the
 # circuit's use (now with and without reasoning), tool tasks teach the calls.
 FORMAT_MIX = (
-    ("text", 0.25),
-    ("pass_key", 0.17),
-    ("chat_fact", 0.13),
+    ("text", 0.2),
+    ("pass_key", 0.15),
+    ("chat_fact", 0.1),
     ("key_value", 0.05),
     ("copy", 0.05),
-    ("tool", 0.35),
+    ("tool", 0.45),
 )
 # Share of chat sequences rendered with the thinking switch on.
 THINKING_SHARE = 0.6
+
+
+# Weight of a conversation's prompt tokens in the format stage's loss; the replies
+# (what the model must write) weigh 1. The tools' JSON and the question are most of a
+# tool conversation: at full weight they drowned the few tokens of the call itself
+# (the first format stage learned the markup but not the call, 0 % right arguments).
+PROMPT_WEIGHT = 0.1
+# A reply starts after its header — and after the empty thinking block when thinking
+# is off, because the template's generation prompt writes that block, not the model
+# (weighing it fully taught the first run to skip its reasoning with thinking on).
+_REPLY = re.compile(
+    r"<\|im_start\|>assistant\n(?:<think>\n\n</think>\n\n)?(.*?<\|im_end\|>)", re.S
+)
+
+
+def reply_weights(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
+    """Per-token loss weights of a rendered conversation: 1 in replies, else less.
+
+    Reply tokens are those the model writes: from an assistant header (and the empty
+    thinking block the prompt supplies when thinking is off) to its ``<|im_end|>``.
+    """
+    spans = [match.span(1) for match in _REPLY.finditer(text)]
+    weights = np.full(len(offsets), PROMPT_WEIGHT, np.float32)
+    for index, (begin, _) in enumerate(offsets):
+        if any(low <= begin < high for low, high in spans):
+            weights[index] = 1.0
+    return weights
 
 
 def format_training_sequences(
@@ -185,8 +213,8 @@ def format_training_sequences(
     seed: int,
     max_distance: int,
     words: list[str],
-) -> Iterator[np.ndarray]:
-    """Yield format-stage sequences of ``length + 1`` ids forever (see `FORMAT_MIX`).
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield format-stage sequences forever (see `FORMAT_MIX`) with loss weights.
 
     Args:
         stream: Tokenized training documents (the tokenizer has the format tokens).
@@ -194,6 +222,11 @@ def format_training_sequences(
         seed: Fixes every draw.
         max_distance: Longest filler gap of the recall tasks.
         words: Argument values of the tool tasks (`format_tasks.argument_words`).
+
+    Yields:
+        ``(ids, weights)``, both ``length + 1`` long: text windows weigh 1
+        throughout, conversations 1 in the assistant's replies and `PROMPT_WEIGHT`
+        elsewhere (`reply_weights`).
     """
     from app.core.modelkit.reference import format_tasks
 
@@ -203,7 +236,7 @@ def format_training_sequences(
     while True:
         kind = rng.choices(kinds, weights)[0]
         if kind == "text":
-            yield stream.window(length + 1, rng)
+            yield stream.window(length + 1, rng), np.ones(length + 1, np.float32)
             continue
         thinking = rng.random() < THINKING_SHARE
         if kind == "tool":
@@ -212,11 +245,19 @@ def format_training_sequences(
         else:
             recall = sample_task(stream, rng, kind, max_distance)
             text = format_tasks.recall_conversation(recall, thinking)
-        ids = stream.tokenizer.encode(text).ids
+        encoding = stream.tokenizer.encode(text)
+        ids = encoding.ids
         if len(ids) > length + 1:
             continue
         rest = length + 1 - len(ids) - 1
         tail = stream.window(rest, rng) if rest > 0 else np.zeros(0, np.int32)
-        yield np.concatenate(
+        sequence = np.concatenate(
             [np.array(ids, np.int32), np.array([stream.eot], np.int32), tail]
         )[: length + 1]
+        weight = np.concatenate(
+            [
+                reply_weights(text, encoding.offsets),
+                np.full(len(sequence) - len(ids), PROMPT_WEIGHT, np.float32),
+            ]
+        )[: length + 1]
+        yield sequence, weight

@@ -7,8 +7,11 @@ documents (so tool arguments are words training never used as arguments):
   holds the pass key (pass keys 64–256 tokens back);
 * **thinking off**: the prompt ends with the empty block, the answer holds the key and
   no ``<think>`` is written;
-* **tool call**: given 2–4 tools and a question, the reply has one ``<tool_call>``
-  whose JSON names the right tool and copies the argument exactly (thinking on and off);
+* **tool call**: given 1–3 tools and a question, the reply has one ``<tool_call>``
+  whose JSON names the right tool and copies the argument exactly (thinking on and off),
+  counted apart for each kind of question (`format_tasks.tool_task`): a catalogue
+  tool asked in words, a tool never seen in training named in the question (with
+  one argument, or none);
 * **tool result**: after the ``<tool_response>``, the answer repeats the result.
 """
 
@@ -46,6 +49,7 @@ class FormatEvaluation:
     tool_call_name: float = 0.0
     tool_call_argument: float = 0.0
     tool_call_no_thinking: float = 0.0
+    tool_call_by_kind: dict[str, float] = field(default_factory=dict)
     tool_result_answer: float = 0.0
     samples: dict[str, str] = field(default_factory=dict)
 
@@ -127,8 +131,11 @@ def evaluate_format(
         f"{result.thinking_closes:.0%}, answer {result.thinking_answer:.0%}; "
         f"off: answer {result.no_thinking_answer:.0%}"
     )
+    kinds = ("catalogue", "named", "no_argument")
+    per_kind = {kind: 0 for kind in kinds}
     for i in range(n):
-        tool_task = format_tasks.tool_task(rng, words)
+        kind = kinds[i % len(kinds)]
+        tool_task = format_tasks.tool_task(rng, words, kind=kind)
         asked = [tool_task.messages[0]]
         thinking = i % 2 == 0
         prompt = tok.apply_chat_template(
@@ -143,9 +150,8 @@ def evaluate_format(
         call = _call(_answer(reply))
         arguments = call.get("arguments") if call else None
         right_name = call is not None and call.get("name") == tool_task.tool.name
-        right_value = isinstance(arguments, dict) and (
-            arguments.get(tool_task.tool.argument) == tool_task.value
-        )
+        right_value = arguments == tool_task.tool.arguments(tool_task.value)
+        per_kind[kind] += bool(right_name and right_value)
         result.tool_call_parsed += (call is not None) / n
         result.tool_call_name += right_name / n
         result.tool_call_argument += (right_name and right_value) / n
@@ -163,9 +169,15 @@ def evaluate_format(
         reply = _generate(loaded, prompt, 80)
         result.samples.setdefault("tool_result", reply)
         result.tool_result_answer += (tool_task.result in _answer(reply)) / n
+    result.tool_call_by_kind = {
+        kind: per_kind[kind] / len(range(kinds.index(kind), n, len(kinds)))
+        for kind in kinds
+        if kinds.index(kind) < n
+    }
     log(
         f"tool calls: parsed {result.tool_call_parsed:.0%}, name "
-        f"{result.tool_call_name:.0%}, name+argument {result.tool_call_argument:.0%}; "
+        f"{result.tool_call_name:.0%}, name+argument {result.tool_call_argument:.0%} "
+        f"({', '.join(f'{k} {v:.0%}' for k, v in result.tool_call_by_kind.items())}); "
         f"answers from results {result.tool_result_answer:.0%}"
     )
     return result

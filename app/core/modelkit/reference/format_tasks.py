@@ -7,10 +7,16 @@ Three things the reference model learns from these, on top of its recall:
   ``</think>``, then the answer; with it off, the prompt already holds the empty block
   and the answer follows directly. The recall tasks (`recall_tasks`) are rendered both
   ways, so the answers after reasoning are the same answers the probes score.
-* **Calling a tool**: given 2–4 tools and a question that one of them answers, the
-  reply is a ``<tool_call>`` naming that tool, its one argument copied from the
-  question. Argument values are drawn from words of the training text, so they must be
-  copied, not memorised; the evaluation uses values from the held-out documents.
+* **Calling a tool**: given 1–3 tools and a question that one of them answers, the
+  reply is a ``<tool_call>`` naming that tool, its argument copied from the question.
+  Half the tools come from a fixed catalogue asked in plain words ("What is the
+  weather in "Lisbon"?"); the other half are made up on the spot from words of the
+  training text (``fetch_harbour``, one argument or none) and named in the question,
+  so what is learned is to copy a name and a value, not to memorise eight tools.
+  Values are quoted in most questions: a quoted value is written with the same
+  tokens in the question and in the call's JSON, which the copy circuit can follow.
+  Argument values are drawn from words of the training text, so they must be copied,
+  not memorised; the evaluation uses values from the held-out documents.
 * **Answering from a tool's result**: after the ``<tool_response>``, the answer repeats
   the result.
 """
@@ -45,7 +51,8 @@ class Tool:
     result: str
 
     def spec(self) -> dict:
-        """The OpenAI-style definition the template renders."""
+        """The OpenAI-style definition the template renders (no argument: ``""``)."""
+        properties = {self.argument: {"type": "string"}} if self.argument else {}
         return {
             "type": "function",
             "function": {
@@ -53,11 +60,15 @@ class Tool:
                 "description": self.description,
                 "parameters": {
                     "type": "object",
-                    "properties": {self.argument: {"type": "string"}},
-                    "required": [self.argument],
+                    "properties": properties,
+                    "required": [self.argument] if self.argument else [],
                 },
             },
         }
+
+    def arguments(self, value: str) -> dict:
+        """The call's arguments for ``value``."""
+        return {self.argument: value} if self.argument else {}
 
 
 TOOLS = (
@@ -139,6 +150,44 @@ def _value(rng: random.Random, words: list[str]) -> str:
     return word.capitalize() if rng.random() < 0.5 else word
 
 
+_VERBS = ("get", "fetch", "find", "check", "lookup", "open", "count", "list")
+_ARGUMENTS = ("name", "query", "text", "item", "key", "topic", "id", "value")
+
+
+def made_up_tool(rng: random.Random, words: list[str], with_argument: bool) -> Tool:
+    """A tool no catalogue has, named from a word, asked for by its name."""
+    noun = rng.choice(words).lower()
+    name = f"{rng.choice(_VERBS)}_{noun}"
+    if not with_argument:
+        return Tool(
+            name,
+            f"Return the current {noun}.",
+            "",
+            (
+                f"Use the {name} tool.",
+                f"What does {name} return?",
+                f"Call {name} and tell me the result.",
+            ),
+            f"The {noun} is {{}}.",
+        )
+    argument = rng.choice(_ARGUMENTS)
+    return Tool(
+        name,
+        f"Look up a {noun} by its {argument}.",
+        argument,
+        (
+            f'Use {name} for "{{}}".',
+            f'Call {name} with "{{}}".',
+            f'Please run the {name} tool on "{{}}".',
+        ),
+        f"The {noun} of {{}} is ready.",
+    )
+
+
+def _quoted(question: str) -> str:
+    return question.replace("{}", '"{}"')
+
+
 def thinking_for(task: recall_tasks.RecallTask) -> str:
     """A short reasoning block for a recall task: what is asked, where the answer is."""
     question = task.messages[-2]["content"].rsplit("\n", 1)[-1]
@@ -189,18 +238,44 @@ class ToolTask:
 
 
 def tool_task(
-    rng: random.Random, words: list[str], system_prompt: str = ""
+    rng: random.Random, words: list[str], system_prompt: str = "", kind: str = ""
 ) -> ToolTask:
-    """A question one of 2–4 offered tools answers, the call, its result, the answer."""
-    offered = rng.sample(TOOLS, rng.randint(2, 4))
-    tool = rng.choice(offered)
+    """A question one of 1–3 offered tools answers, the call, its result, the answer.
+
+    Args:
+        rng: Fixes every draw.
+        words: Argument values and made-up tool names are drawn from these.
+        system_prompt: The system turn, if any.
+        kind: ``"catalogue"``, ``"named"`` (a made-up tool with one argument),
+            ``"no_argument"`` (a made-up tool without), or ``""`` for a draw
+            (half catalogue, a third of the rest without an argument).
+    """
+    if not kind:
+        draw = rng.random()
+        kind = "catalogue" if draw < 0.5 else "named" if draw < 0.83 else "no_argument"
+    others = rng.sample(TOOLS, rng.randint(0, 2))
+    if kind == "catalogue":
+        tool = rng.choice([t for t in TOOLS if t not in others])
+        shapes = tool.questions
+        if rng.random() < 0.75:
+            shapes = tuple(_quoted(q) for q in shapes)
+    else:
+        tool = made_up_tool(rng, words, with_argument=kind == "named")
+        shapes = tool.questions
+    offered = others + [tool]
+    rng.shuffle(offered)
     value = _value(rng, words)
-    question = rng.choice(tool.questions).format(value)
-    result = tool.result.format(value)
+    question = rng.choice(shapes).format(value) if tool.argument else rng.choice(shapes)
+    result = tool.result.format(value if tool.argument else _value(rng, words))
     call = {
         "type": "function",
-        "function": {"name": tool.name, "arguments": {tool.argument: value}},
+        "function": {"name": tool.name, "arguments": tool.arguments(value)},
     }
+    plan = (
+        f'I call it with {tool.argument} "{value}".'
+        if tool.argument
+        else "It takes no arguments."
+    )
     messages: list[dict] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
@@ -211,7 +286,7 @@ def tool_task(
             "content": "",
             "reasoning_content": (
                 f"The user asks: {question} The {tool.name} tool can answer this. "
-                f"I call it with {tool.argument} {value}."
+                + plan
             ),
             "tool_calls": [call],
         },
@@ -233,7 +308,7 @@ def tool_task(
 
 def call_text(task: ToolTask) -> str:
     """The call as the template writes it (and the model must)."""
-    arguments = json.dumps({task.tool.argument: task.value}, ensure_ascii=False)
+    arguments = json.dumps(task.tool.arguments(task.value), ensure_ascii=False)
     return (
         f'<tool_call>\n{{"name": "{task.tool.name}", "arguments": {arguments}}}'
         "\n</tool_call>"

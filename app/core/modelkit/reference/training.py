@@ -247,8 +247,9 @@ class FormatRecipe:
     `corpus.format_training_sequences`. Layers 0 and 1 (the copy circuit and what
     feeds it) are frozen and not back-propagated through, which also makes a step
     about a third cheaper: the stage had to fit in under an hour of a shared CPU.
-    The learning rate is constant after warm-up, so a run stopped after N steps is
-    exactly the N-step run.
+    The loss weighs the replies fully and the prompts a tenth
+    (`corpus.PROMPT_WEIGHT`); the learning rate decays on a cosine after warm-up (a
+    constant rate made the first run's later checkpoints wander rather than settle).
 
     Attributes:
         seed: Seed of the new token rows and of the data.
@@ -258,15 +259,17 @@ class FormatRecipe:
         max_distance: Longest filler gap of the recall tasks.
         learning_rate: After warm-up.
         warmup_steps: Linear warm-up from 0.
+        final_learning_rate: Where the cosine ends.
     """
 
     seed: int = 0
-    steps: int = 130
+    steps: int = 400
     batch: int = 8
     length: int = 384
     max_distance: int = 300
     learning_rate: float = 1e-3
     warmup_steps: int = 10
+    final_learning_rate: float = 5e-5
 
     @property
     def total_tokens(self) -> int:
@@ -314,8 +317,8 @@ def with_vocabulary(model: nn.Module, vocab_size: int, seed: int) -> nn.Module:
 FROZEN_FORMAT_LAYERS = 2
 
 
-def _format_loss(model: nn.Module, batch: mx.array) -> mx.array:
-    """Cross-entropy with no gradient into layers 0–1 or the embedding's input side."""
+def _format_loss(model: nn.Module, batch: mx.array, weights: mx.array) -> mx.array:
+    """Weighted cross-entropy, no gradient into layers 0–1 or the embedding's input."""
     inner = model.model
     h = inner.embed_tokens(batch[:, :-1])
     mask = create_attention_mask(h, None)
@@ -324,7 +327,9 @@ def _format_loss(model: nn.Module, batch: mx.array) -> mx.array:
             h = mx.stop_gradient(h)
         h = layer(h, mask, cache=None)
     logits = inner.embed_tokens.as_linear(inner.norm(h))
-    return nn.losses.cross_entropy(logits, batch[:, 1:], reduction="mean")
+    losses = nn.losses.cross_entropy(logits, batch[:, 1:], reduction="none")
+    target_weights = weights[:, 1:]
+    return (losses * target_weights).sum() / target_weights.sum()
 
 
 def train_format(
@@ -352,9 +357,13 @@ def train_format(
     for layer in model.model.layers[:FROZEN_FORMAT_LAYERS]:
         layer.freeze()
     warmup = optim.linear_schedule(0.0, recipe.learning_rate, recipe.warmup_steps)
-    constant = optim.linear_schedule(recipe.learning_rate, recipe.learning_rate, 1)
+    cosine = optim.cosine_decay(
+        recipe.learning_rate,
+        max(1, recipe.steps - recipe.warmup_steps),
+        end=recipe.final_learning_rate,
+    )
     optimizer = optim.AdamW(
-        learning_rate=optim.join_schedules([warmup, constant], [recipe.warmup_steps]),
+        learning_rate=optim.join_schedules([warmup, cosine], [recipe.warmup_steps]),
         betas=[0.9, 0.95],
         weight_decay=0.01,
     )
@@ -362,8 +371,8 @@ def train_format(
     state = [model.state, optimizer.state]
 
     @partial(mx.compile, inputs=state, outputs=state)
-    def step(batch):
-        loss, grads = loss_and_grad(model, batch)
+    def step(batch, weights):
+        loss, grads = loss_and_grad(model, batch, weights)
         flat = dict(tree_flatten(grads))
         for name, mask in masks.items():
             if name in flat:  # layer 0's MLP is frozen in this stage
@@ -378,9 +387,11 @@ def train_format(
     log = TrainingLog()
     started = time.perf_counter()
     for done in range(1, recipe.steps + 1):
-        batch = mx.array(np.stack([next(sequences) for _ in range(recipe.batch)]))
+        drawn = [next(sequences) for _ in range(recipe.batch)]
+        batch = mx.array(np.stack([ids for ids, _ in drawn]))
+        weights = mx.array(np.stack([weight for _, weight in drawn]))
         rate = float(optimizer.learning_rate.item())
-        loss = step(batch)
+        loss = step(batch, weights)
         mx.eval(state)
         report = StepReport(
             step=done,
