@@ -117,23 +117,7 @@ def check_bound(arch: str, rows: list[dict], turns: int, limit: int) -> None:
     assert any(r["reused_tokens"] > 0 for r in after)
 
 
-# Known since this round's merges: sliding and recurrent caches still rebuild on a trim
-# (right), but the note now says "did not line up" instead of naming the cache kind; the
-# cause (the alignment check runs before the splice is refused) is open for next round.
-_NOTE_REGRESSION = pytest.mark.xfail(
-    reason="trim note names misalignment instead of the cache kind (open)", strict=False
-)
-
-
-@pytest.mark.parametrize(
-    "arch",
-    [
-        "llama",
-        pytest.param("gemma3_text", marks=_NOTE_REGRESSION),
-        pytest.param("qwen3_5", marks=_NOTE_REGRESSION),
-        pytest.param("lfm2", marks=_NOTE_REGRESSION),
-    ],
-)
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text", "qwen3_5", "lfm2"])
 def test_trims_keep_the_bound(monkeypatch, capsys, arch_model_dir, arch):
     rows = forty_turns(monkeypatch, capsys, arch_model_dir(arch), 12, 320)
     check_bound(arch, rows, 12, 320)

@@ -183,11 +183,19 @@ class Trimmer:
             )
             keep = common_prefix_length(cached, head_ids)
             drop_until = len(old_head)
-            if drop_until > len(cached) and old_head[: len(cached)] == cached:
-                # Nothing is kept: the head ends with the closing tokens of the last
-                # reply, which the cache (ending where generation stopped) lacks.
+            if first_kept_index >= len(old_messages):
+                # Nothing is kept: everything after the first `keep` entries goes, so
+                # the result is `head_ids` whatever the cache held there. Its tokens
+                # need not match a fresh rendering (the head ends with the closing
+                # tokens of the last reply, which the cache lacks, and a reply cut
+                # inside a character does not encode back to the same ids).
                 drop_until = len(cached)
-            if cached[:drop_until] != old_head[:drop_until] or drop_until > len(cached):
+                aligned = True
+            else:
+                aligned = drop_until <= len(cached) and (
+                    cached[:drop_until] == old_head[:drop_until]
+                )
+            if not aligned:
                 note = "the cache did not line up with the stored messages; rebuilt instead"
             elif keep == 0:
                 note = (
