@@ -96,11 +96,6 @@ def test_splice_and_ui_lateness_are_measured(smoke):
     assert ui["cold_start_s"] > 0
 
 
-@pytest.mark.xfail(
-    reason="one smoke branch (turn reuse or fidelity cells) was not taken after this "
-    "round's merges; the parts themselves run ok (open)",
-    strict=False,
-)
 def test_the_paths_that_matter_were_taken(smoke):
     # Sizes small enough to skip the interesting branch would pass the checks above.
     reuse = _part(smoke, "turn_reuse")["figures"]["contexts"]
