@@ -65,6 +65,10 @@ class BenchSettings:
         arch_context_tokens: Second-turn context of the per-architecture check.
         arch_pairs: Kept/fresh pairs per architecture.
         arch_names: Architectures measured (empty: every one `make-model` builds).
+        recall_cases: Conversations per recall cell (0: the part's own count, 12
+            quick and 60 full).
+        structured_tools: Tools in the structured part's agent tool set (a coding
+            agent's is about 20).
         fidelity_probes: Probe sizes of the fidelity check: ``full``, ``quick`` or
             ``smoke`` (`app.bench.parts.fidelity.PROBE_SIZES`).
         fidelity_cells: Cells of the fidelity check (``kv:4:64``, ``trim:splice``;
@@ -116,6 +120,8 @@ class BenchSettings:
     arch_context_tokens: int = 2048
     arch_pairs: int = 2
     arch_names: tuple[str, ...] = ()
+    recall_cases: int = 0
+    structured_tools: int = 20
     fidelity_probes: str = "full"
     fidelity_cells: tuple[str, ...] = ()
     aged_contexts: tuple[int, ...] = (2048, 4096, 8192)
@@ -214,6 +220,10 @@ SMOKE = QUICK.with_changes(
     server_reuse_pairs=2,
     arch_context_tokens=160,
     arch_names=("qwen3_5", "qwen3"),
+    # One conversation per recall cell and 2 tools (a 12K-token cold prefill with 20)
+    # walk the same code: the two parts were about 3/4 of the smoke run.
+    recall_cases=1,
+    structured_tools=2,
     fidelity_probes="smoke",
     fidelity_cells=("kv:8:64", "kv:4:64", "trim:splice", "trim:none"),
     aged_contexts=(256,),

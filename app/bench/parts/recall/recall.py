@@ -141,7 +141,9 @@ def run(ctx: BenchContext) -> PartResult:
     engine, _ = _reference_engine(ctx)
     folder = Path(ctx.scratch or ctx.out_dir) / "recall"
     folder.mkdir(parents=True, exist_ok=True)
-    cases_per_cell = QUICK_CASES if ctx.settings.quick else FULL_CASES
+    cases_per_cell = ctx.settings.recall_cases or (
+        QUICK_CASES if ctx.settings.quick else FULL_CASES
+    )
     try:
         loaded = engine.submit(engine._require_model).result()
         tokenizer = loaded.tokenizer
