@@ -81,6 +81,9 @@ class BenchSettings:
         aged_decode_rounds: Interleaved decode timing rounds.
         ui_markdown_chars: Length of the Markdown reply streamed into the chat view.
         ui_cold_start_runs: App starts timed to first paint (the median counts).
+        reasoning_turns: Thinking turns of the reasoning part's conversation.
+        reasoning_max_tokens: Reply length (reasoning and answer) of each turn.
+        reasoning_budget: Thinking budget of each turn.
     """
 
     quick: bool = False
@@ -131,6 +134,9 @@ class BenchSettings:
     aged_decode_rounds: int = 3
     ui_markdown_chars: int = 200_000
     ui_cold_start_runs: int = 3
+    reasoning_turns: int = 10
+    reasoning_max_tokens: int = 96
+    reasoning_budget: int = 64
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -232,6 +238,9 @@ SMOKE = QUICK.with_changes(
     aged_decode_tokens=2,
     aged_decode_rounds=1,
     ui_markdown_chars=4000,
+    reasoning_turns=2,
+    reasoning_max_tokens=24,
+    reasoning_budget=12,
 )
 """The smallest sizes that still run every part's code end to end on the ``tiny``
 model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""
@@ -282,4 +291,6 @@ TARGETS: dict[str, Target] = {
     "server_reuse_vs_fresh": Target("at_most", 0.2),
     "longdoc_segment_tps_last_vs_first": Target("at_least", 0.9),
     "structured_vs_free": Target("at_least", 0.9),
+    "reasoning_history_reused": Target("at_least", 0.95),
+    "reasoning_kv_vs_answers_alone": Target("at_most", 1.1),
 }

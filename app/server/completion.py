@@ -54,7 +54,10 @@ from app.server.openai_chat.client_history import (
     model_view,
 )
 from app.server.openai_chat.openai_request import ChatRequest
-from app.server.openai_chat.reasoning_fields import request_thinking
+from app.server.openai_chat.reasoning_fields import (
+    ignored_reasoning_note,
+    request_thinking,
+)
 from app.server.stop_sequences import StopScanner
 from app.server.tool_paths import turn_tools_of
 from app.server.tool_prompt import engine_takes_tools, fold_tools
@@ -359,7 +362,10 @@ class CompletionService:
                 prompt_tokens=prompt_tokens,
                 kv=preset.kv_settings(),
                 accepted=outcome is not None,
-                extension=_extension(outcome, view, reason, limit, preset, pressure),
+                extension={
+                    **_extension(outcome, view, reason, limit, preset, pressure),
+                    **ignored_reasoning_note(request.messages, _reasons(engine)),
+                },
             )
             for event in replies:
                 if isinstance(event, Finished):
@@ -555,6 +561,12 @@ def _refusal(reason: str, pressure: str, details: dict) -> RequestError:
     if pressure == "critical":
         return ServiceUnavailable(reason, "memory_pressure", details)
     return ContextLengthExceeded(reason, details)
+
+
+def _reasons(engine) -> bool:
+    """Whether the served model writes reasoning (an engine without a tokenizer: no)."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    return bool(tokenizer is not None and tokenizer.reasoning.has_reasoning)
 
 
 def _extension(

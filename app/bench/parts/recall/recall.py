@@ -173,6 +173,10 @@ def _preset(mode: str):
         summary_mode="extractive",
         kv_bits=16,
         recall=mode == "recall",
+        # No thinking budget of its own: a budget is room on top of max_tokens, and
+        # the chat preset's would not fit the 512-token limit (any reasoning shares
+        # the reply's 16 tokens, as when this part was measured).
+        thinking_budget=0,
     )
 
 
