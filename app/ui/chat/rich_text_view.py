@@ -197,6 +197,18 @@ class RichTextView(QWidget):
         self._final_live = groups[-1] + group
         self._lay_out_some()
 
+    def retire(self) -> None:
+        """Stop for good (the message left the screen): renders still under way or
+        pieces still queued are dropped when they land, and nothing is drawn."""
+        self._generation += 1
+        self._renderer = None
+        self._wanted = None
+        self._timer.stop()
+        self._tasks.forget_all()
+        self._layout_queue.clear()
+        self._rendering = False
+        self.hide()
+
     # -- rendering ---------------------------------------------------------------------
 
     def _render_wanted(self) -> None:
