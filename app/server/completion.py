@@ -624,7 +624,19 @@ def _refuse_unreadably_long(
     messages = request.messages
     if preset.auto_trim and not getattr(request, "never_trim", False):
         messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
-    fewest = sum(engine.tokenizer.fewest_tokens(m.content) for m in messages)
+    tokenizer = engine.tokenizer
+    fewest = sum(tokenizer.fewest_tokens(m.content) for m in messages)
+    if fewest + max_tokens <= limit:
+        # Within the bound from characters: count the long texts in pieces, up to
+        # what is left of the limit, before the whole prompt is rendered and
+        # tokenized at once (which held gigabytes for a few MiB of text).
+        fewest = 0
+        for message in messages:
+            fewest += tokenizer.count_at_least(
+                message.content, max(0, limit - max_tokens - fewest)
+            )
+            if fewest + max_tokens > limit:
+                break
     if fewest + max_tokens > limit:
         raise ContextLengthExceeded(
             f"The request needs at least {fewest:,} prompt tokens plus {max_tokens:,} "
