@@ -30,6 +30,7 @@ _MODULES = {
     "server": "app.bench.parts.serving.server",
     "agent_session": "app.bench.parts.serving.agent_session",
     "structured": "app.bench.parts.serving.structured",
+    "reasoning": "app.bench.parts.reasoning",
     "ui": "app.bench.parts.ui_responsiveness",
 }
 MEASUREMENTS: tuple[str, ...] = tuple(_MODULES)

@@ -65,6 +65,10 @@ class BenchSettings:
         arch_context_tokens: Second-turn context of the per-architecture check.
         arch_pairs: Kept/fresh pairs per architecture.
         arch_names: Architectures measured (empty: every one `make-model` builds).
+        recall_cases: Conversations per recall cell (0: the part's own count, 12
+            quick and 60 full).
+        structured_tools: Tools in the structured part's agent tool set (a coding
+            agent's is about 20).
         fidelity_probes: Probe sizes of the fidelity check: ``full``, ``quick`` or
             ``smoke`` (`app.bench.parts.fidelity.PROBE_SIZES`).
         fidelity_cells: Cells of the fidelity check (``kv:4:64``, ``trim:splice``;
@@ -77,6 +81,9 @@ class BenchSettings:
         aged_decode_rounds: Interleaved decode timing rounds.
         ui_markdown_chars: Length of the Markdown reply streamed into the chat view.
         ui_cold_start_runs: App starts timed to first paint (the median counts).
+        reasoning_turns: Thinking turns of the reasoning part's conversation.
+        reasoning_max_tokens: Reply length (reasoning and answer) of each turn.
+        reasoning_budget: Thinking budget of each turn.
     """
 
     quick: bool = False
@@ -116,6 +123,8 @@ class BenchSettings:
     arch_context_tokens: int = 2048
     arch_pairs: int = 2
     arch_names: tuple[str, ...] = ()
+    recall_cases: int = 0
+    structured_tools: int = 20
     fidelity_probes: str = "full"
     fidelity_cells: tuple[str, ...] = ()
     aged_contexts: tuple[int, ...] = (2048, 4096, 8192)
@@ -125,6 +134,9 @@ class BenchSettings:
     aged_decode_rounds: int = 3
     ui_markdown_chars: int = 200_000
     ui_cold_start_runs: int = 3
+    reasoning_turns: int = 10
+    reasoning_max_tokens: int = 96
+    reasoning_budget: int = 64
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -214,6 +226,10 @@ SMOKE = QUICK.with_changes(
     server_reuse_pairs=2,
     arch_context_tokens=160,
     arch_names=("qwen3_5", "qwen3"),
+    # One conversation per recall cell and 2 tools (a 12K-token cold prefill with 20)
+    # walk the same code: the two parts were about 3/4 of the smoke run.
+    recall_cases=1,
+    structured_tools=2,
     fidelity_probes="smoke",
     fidelity_cells=("kv:8:64", "kv:4:64", "trim:splice", "trim:none"),
     aged_contexts=(256,),
@@ -222,6 +238,9 @@ SMOKE = QUICK.with_changes(
     aged_decode_tokens=2,
     aged_decode_rounds=1,
     ui_markdown_chars=4000,
+    reasoning_turns=2,
+    reasoning_max_tokens=24,
+    reasoning_budget=12,
 )
 """The smallest sizes that still run every part's code end to end on the ``tiny``
 model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""
@@ -272,4 +291,6 @@ TARGETS: dict[str, Target] = {
     "server_reuse_vs_fresh": Target("at_most", 0.2),
     "longdoc_segment_tps_last_vs_first": Target("at_least", 0.9),
     "structured_vs_free": Target("at_least", 0.9),
+    "reasoning_history_reused": Target("at_least", 0.95),
+    "reasoning_kv_vs_answers_alone": Target("at_most", 1.1),
 }

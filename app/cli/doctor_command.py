@@ -20,6 +20,12 @@ def register(subcommands) -> None:
         "per token and the max safe context at each KV precision.",
     )
     parser.add_argument("--model", metavar="DIR", help="an mlx-lm model folder")
+    parser.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="the preset whose thinking choice and budget are stated "
+        "(default: the settings' default preset)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -48,10 +54,15 @@ def run(args: argparse.Namespace) -> int:
     """Print the report."""
     from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
     from app.core.doctor.doctor import build_report, format_report
+    from app.core.doctor.doctor_thinking import format_thinking, thinking_section
     from app.core.memory.probe import MemoryProbe
+    from app.core.presets.presets import get_preset
     from app.core.settings import load_settings
 
-    settings = load_settings().budget()
+    app_settings = load_settings()
+    settings = app_settings.budget()
+    # Checked first: a wrong name is one line and exit 2, before any work.
+    preset = get_preset(args.preset or app_settings.default_preset)
     profile = runtime_profile()
     model_dir = Path(args.model).expanduser() if args.model else None
     weights = None
@@ -70,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     quality_lines: list[str] = []
     if model_dir is not None:
         report["quality"], quality_lines = _quality(model_dir)
+    report["thinking"] = thinking_section(preset, model_dir)
     report["runtime"] = {
         "backend": profile.backend,
         "act_dtype_bytes": profile.act_dtype_bytes,
@@ -78,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(format_report(report))
+        print(format_report(report), end="")
+        print("\n".join(["", *format_thinking(report["thinking"], _row), ""]))
         print(
             f"Runtime: MLX {profile.backend} backend"
             + (
@@ -92,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
             print()
             print("\n".join(quality_lines))
     return 0
+
+
+def _row(label: str, value: str) -> str:
+    from app.core.doctor.doctor import LABEL_WIDTH
+
+    return f"  {label:<{LABEL_WIDTH}}{value}"
 
 
 def _quality(model_dir: Path) -> tuple[dict, list[str]]:

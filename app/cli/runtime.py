@@ -42,8 +42,23 @@ class Runtime:
         self.store.close()
 
 
-def open_store(say: Callable[[str], None]) -> Store:
-    """Open the store and tell the user about any recovery it did."""
+def open_store(say: Callable[[str], None], *, read_only_ok: bool = False) -> Store:
+    """Open the store and tell the user about any recovery it did.
+
+    Args:
+        say: Prints one line for the user.
+        read_only_ok: The command only reads (list, export, search): a home that
+            cannot be written (a mounted backup) is opened read-only, said in one
+            line, and nothing is written.
+    """
+    from app.core.files import paths
+
+    if read_only_ok and not paths.home_is_writable():
+        say(
+            f"The Swapless home {paths.app_home()} is read-only: its conversations "
+            "are opened for reading, and nothing is written."
+        )
+        return Store.open_read_only()
     store = Store.open()
     notice = store.recovery_notice()
     if notice is not None:

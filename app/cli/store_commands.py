@@ -44,15 +44,17 @@ def register(subcommands) -> None:
     search.set_defaults(run=run_search)
 
 
-def _open():
+def _open(*, read_only_ok: bool = False):
     from app.cli.runtime import open_store
 
-    return open_store(lambda message: print(message, file=sys.stderr))
+    return open_store(
+        lambda message: print(message, file=sys.stderr), read_only_ok=read_only_ok
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:
     """List conversations, most recently updated first."""
-    with _open() as store:
+    with _open(read_only_ok=True) as store:
         conversations = store.list_conversations(limit=args.limit)
         rows = [
             {
@@ -101,7 +103,7 @@ def _table(rows: list[dict]) -> list[str]:
 
 def run_export(args: argparse.Namespace) -> int:
     """Print one conversation."""
-    with _open() as store:
+    with _open(read_only_ok=True) as store:
         if args.format == "json":
             print(
                 json.dumps(
@@ -203,7 +205,7 @@ def _read_export(name: str) -> bytes:
 
 def run_search(args: argparse.Namespace) -> int:
     """Search messages and titles."""
-    with _open() as store:
+    with _open(read_only_ok=True) as store:
         hits = store.search(args.text, limit=args.limit)
     if args.json:
         print(

@@ -54,7 +54,10 @@ from app.server.openai_chat.client_history import (
     model_view,
 )
 from app.server.openai_chat.openai_request import ChatRequest
-from app.server.openai_chat.reasoning_fields import request_thinking
+from app.server.openai_chat.reasoning_fields import (
+    ignored_reasoning_note,
+    request_thinking,
+)
 from app.server.stop_sequences import StopScanner
 from app.server.tool_paths import turn_tools_of
 from app.server.tool_prompt import engine_takes_tools, fold_tools
@@ -359,7 +362,10 @@ class CompletionService:
                 prompt_tokens=prompt_tokens,
                 kv=preset.kv_settings(),
                 accepted=outcome is not None,
-                extension=_extension(outcome, view, reason, limit, preset, pressure),
+                extension={
+                    **_extension(outcome, view, reason, limit, preset, pressure),
+                    **ignored_reasoning_note(request.messages, _reasons(engine)),
+                },
             )
             for event in replies:
                 if isinstance(event, Finished):
@@ -557,6 +563,12 @@ def _refusal(reason: str, pressure: str, details: dict) -> RequestError:
     return ContextLengthExceeded(reason, details)
 
 
+def _reasons(engine) -> bool:
+    """Whether the served model writes reasoning (an engine without a tokenizer: no)."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    return bool(tokenizer is not None and tokenizer.reasoning.has_reasoning)
+
+
 def _extension(
     outcome: TrimOutcome | None,
     view: ModelView,
@@ -612,7 +624,19 @@ def _refuse_unreadably_long(
     messages = request.messages
     if preset.auto_trim and not getattr(request, "never_trim", False):
         messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
-    fewest = sum(engine.tokenizer.fewest_tokens(m.content) for m in messages)
+    tokenizer = engine.tokenizer
+    fewest = sum(tokenizer.fewest_tokens(m.content) for m in messages)
+    if fewest + max_tokens <= limit:
+        # Within the bound from characters: count the long texts in pieces, up to
+        # what is left of the limit, before the whole prompt is rendered and
+        # tokenized at once (which held gigabytes for a few MiB of text).
+        fewest = 0
+        for message in messages:
+            fewest += tokenizer.count_at_least(
+                message.content, max(0, limit - max_tokens - fewest)
+            )
+            if fewest + max_tokens > limit:
+                break
     if fewest + max_tokens > limit:
         raise ContextLengthExceeded(
             f"The request needs at least {fewest:,} prompt tokens plus {max_tokens:,} "

@@ -5,19 +5,11 @@ from __future__ import annotations
 import random
 
 from app.bench.parts.recall import recall
-from app.bench.runner import run_bench
-from app.bench.settings import QUICK
 
 
-def test_recall_part_runs_every_cell_and_times_the_recall_step(
-    tiny_model_dir, tmp_path, monkeypatch
-):
-    monkeypatch.setattr(recall, "QUICK_CASES", 1)
-    monkeypatch.setattr(recall, "OVERHEAD_MESSAGES", 300)
-    monkeypatch.setattr(recall, "OVERHEAD_REPS", 3)
-    results = run_bench(
-        tmp_path, tiny_model_dir, only="recall", settings=QUICK, log=lambda _: None
-    )
+def test_recall_part_runs_every_cell_and_times_the_recall_step(smoke_run):
+    # The shared smoke run (tests/bench/conftest.py): one conversation per cell.
+    out, results, _ = smoke_run
     part = results["parts"]["recall"]
     assert part["status"] == "ok", part.get("traceback")
     cells = part["figures"]["cells"]
@@ -32,6 +24,7 @@ def test_recall_part_runs_every_cell_and_times_the_recall_step(
     assert cells["summary:dormant"]["recalled_fact"] == 0
     assert part["figures"]["overhead"]["median_ms"] > 0
     assert "trimmed_fact_recall.png" in results["files"]
+    assert (out / "trimmed_fact_recall.png").is_file()
 
 
 def test_cases_are_seeded_and_an_updated_fact_changes_its_value():

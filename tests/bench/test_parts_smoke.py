@@ -96,11 +96,6 @@ def test_splice_and_ui_lateness_are_measured(smoke):
     assert ui["cold_start_s"] > 0
 
 
-@pytest.mark.xfail(
-    reason="one smoke branch (turn reuse or fidelity cells) was not taken after this "
-    "round's merges; the parts themselves run ok (open)",
-    strict=False,
-)
 def test_the_paths_that_matter_were_taken(smoke):
     # Sizes small enough to skip the interesting branch would pass the checks above.
     reuse = _part(smoke, "turn_reuse")["figures"]["contexts"]
@@ -124,3 +119,21 @@ def test_results_files_hold_every_part(smoke):
     assert any(line.startswith("[1/") for line in lines)
     for name in results["files"]:
         assert (out / name).is_file()
+
+
+def test_reasoning_is_cut_from_the_cache_and_compared(smoke):
+    figures = _part(smoke, "reasoning")["figures"]
+    modes = figures["modes"]
+    assert list(modes) == ["cut", "reprefill", "kept"]
+    assert all(len(turns) == SMOKE.reasoning_turns for turns in modes.values())
+    cut, before = modes["cut"], modes["reprefill"]
+    # The reference model thinks (its first reply up to the smoke budget); every
+    # reply's reasoning block, empty or not, is spliced out of the cache.
+    assert cut[0]["reasoning_tokens"] > 2
+    assert all(t["cut_method"] == "splice" and t["cut_tokens"] > 0 for t in cut)
+    assert all(t["cut_method"] == "" for t in before)
+    # From turn 2 on the cut cache serves the whole history; before the cut the
+    # previous answer is prefilled again.
+    assert cut[1]["reused_tokens"] >= before[1]["reused_tokens"]
+    assert cut[1]["prefill_tokens"] < before[1]["prefill_tokens"]
+    assert figures["summary"]["cut"]["kv_tokens_last"] < before[-1]["kv_tokens"]

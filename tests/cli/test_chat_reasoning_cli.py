@@ -48,6 +48,17 @@ def test_a_reply_cut_inside_reasoning_is_marked(thinking_model_dir, swapless_hom
     )
     assert result.returncode == 0, result.stderr
     assert "still reasoning" in result.stderr
+    # --json carries the mark, so a script never takes the empty reply as the answer.
+    result = run_cli(
+        ["chat", "--model", str(_r1(thinking_model_dir)), "--temp", "0", "--json"]
+        + ["--max-tokens", "4", "--thinking-budget", "0"],
+        stdin="Why is the sky blue?\n",
+        env_home=swapless_home,
+    )
+    assert result.returncode == 0, result.stderr
+    turn = json.loads(result.stdout)
+    assert turn["reasoning_truncated"] is True and turn["finish_reason"] == "length"
+    assert turn["reply"] == "" and turn["reasoning"]
 
 
 def test_a_negative_budget_is_refused_in_one_line(thinking_model_dir, swapless_home):

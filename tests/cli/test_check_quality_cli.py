@@ -109,6 +109,7 @@ def test_ctrl_c_stops_and_keeps_what_was_measured(tiny_model_dir, swapless_home)
             "check-quality",
             "--model",
             str(tiny_model_dir),
+            "--quick",  # the full probe set took ~27 s of CPU before the first line
             "--json",
             "--no-store",
             "--only",

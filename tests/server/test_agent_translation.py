@@ -118,6 +118,28 @@ def test_responses_stream_of_reasoning_text_and_function_call():
     assert final["usage"]["input_tokens_details"]["cached_tokens"] == 40
 
 
+def test_a_responses_reply_that_showed_nothing_is_an_empty_message():
+    # Only the newlines a template puts before an answer (stripped), or a reply cut
+    # before a whole character: tokens were generated, no text came out.
+    request = parse_responses_request(b'{"model": "m", "input": "hi"}')
+    writer = responses.ResponseStream("m", request, 0)
+    raw = writer.opening() + writer.finish(Finished("", "length", 50, 3, 0))
+    events = _events(raw)
+    names = [name for name, _ in events]
+    assert names[2:] == [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.incomplete",
+    ]
+    assert [b["sequence_number"] for _, b in events] == list(range(len(events)))
+    (item,) = events[-1][1]["response"]["output"]
+    assert item["type"] == "message" and item["status"] == "completed"
+    assert item["content"] == [{"type": "output_text", "text": "", "annotations": []}]
+
+
 def test_responses_input_items_become_template_messages():
     request = parse_responses_request(
         json.dumps(

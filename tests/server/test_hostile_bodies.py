@@ -104,3 +104,35 @@ def test_an_over_long_message_is_refused_before_it_is_tokenized(
     assert_openai_error(body, "context_length_exceeded", "at least")
     assert all(n < len(huge) for n in encoded)  # never tokenized
     assert body["error"]["swapless"]["effective_limit"] <= 2048
+
+
+def test_a_message_within_the_character_bound_is_counted_in_pieces_and_stops_early(
+    serve, make_preset, engine, model_id, monkeypatch
+):
+    """#31 point 15: a text the character bound lets through (a real vocabulary's
+    longest token is long) was rendered and tokenized whole before its refusal (an
+    8 MiB one took 2.1 GiB); now it is counted in pieces, up to the limit."""
+    from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
+
+    server = serve(make_preset(max_context=2048))
+    tokenizer = engine.tokenizer
+    encoded: list[int] = []
+    real_encode = tokenizer.encode
+
+    def encode(text: str) -> list[int]:
+        encoded.append(len(text))
+        return real_encode(text)
+
+    monkeypatch.setattr(tokenizer, "encode", encode)
+    huge = "word " * 40_000  # far over 2,048 tokens, under the character bound
+    assert tokenizer.fewest_tokens(huge) < 2048
+    status, _, body = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        {"model": model_id, "messages": [{"role": "user", "content": huge}]},
+    )
+    assert status == 400, body
+    assert_openai_error(body, "context_length_exceeded", "at least")
+    assert max(encoded) <= COUNT_PIECE_CHARS  # one piece at a time
+    assert sum(encoded) < len(huge)  # and it stopped once past the limit

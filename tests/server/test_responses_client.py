@@ -67,11 +67,6 @@ def test_a_response_streamed_and_not_with_cached_tokens(serve, model_id):
     assert final.store is False
 
 
-@pytest.mark.xfail(
-    reason="after merging tool calls with the Responses adapter, a 3-token reply to a "
-    "history with function_call items comes back with no output item (open)",
-    strict=False,
-)
 def test_function_call_items_and_tools_are_accepted(serve, model_id):
     server = serve()
     client = client_for(server)
@@ -101,7 +96,10 @@ def test_function_call_items_and_tools_are_accepted(serve, model_id):
         reasoning={"effort": "low"},
         extra_body={"prompt_cache_key": "session-1"},
     )
-    assert reply.usage.input_tokens > 0 and reply.output
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens == 3
+    # Random weights may write only the newlines stripped before an answer: the reply
+    # is then an empty message, never an empty output.
+    assert reply.output and reply.output[0].type in ("message", "function_call")
 
 
 @pytest.mark.parametrize(

@@ -80,13 +80,15 @@ class ContextState:
         kv_group: Its quantization group (ignored at 16 bits).
         trims: Summaries written for this conversation so far.
         next_trim_at: Tokens held at which the next turn will trim first (it leaves
-            room for a whole reply of max_tokens).
+            room for a whole reply: ``reply_tokens``).
         exact: True when measured on the live cache, False when estimated from the
             rendered prompt.
         kv_group: Its quantization group (ignored at 16 bits).
         kv_tiers: For an aged cache, tokens and bytes per tier, newest first (empty
             for a uniform cache).
         kv_aging: For an aged cache, its tiers in words; empty otherwise.
+        reply_tokens: The room a reply is given: max_tokens, plus the thinking
+            budget of a reasoning model that thinks with one.
     """
 
     conversation_id: int | None
@@ -101,6 +103,7 @@ class ContextState:
     kv_group: int = 64
     kv_tiers: tuple[ContextTier, ...] = ()
     kv_aging: str = ""
+    reply_tokens: int = 0
 
 
 def effective_limit(
@@ -185,6 +188,7 @@ def context_state(
     pressure: str,
     budget: DeviceBudget | None,
     cached_layers: tuple = (),
+    reply_tokens: int | None = None,
 ) -> ContextState:
     """The meter's numbers for a conversation (or a new chat, ``conversation_id`` None).
 
@@ -200,8 +204,11 @@ def context_state(
         pressure: System memory pressure level (``normal``/``warning``/``critical``).
         budget: The loaded model's budget, for the estimate without a live cache.
         cached_layers: The live cache's `LayerGroup`s (an aged cache's tiers).
+        reply_tokens: The room a reply is given (`app.core.reasoning.thinking.
+            reply_room`: max_tokens plus a thinking budget); default max_tokens.
     """
     aging = getattr(preset, "kv_aging", None)
+    room = preset.max_tokens if reply_tokens is None else reply_tokens
     if cached_tokens:
         tokens, kv_bytes, exact = cached_tokens, cached_kv_bytes, True
         tiers = tiers_from_layer_groups(cached_layers)
@@ -221,8 +228,9 @@ def context_state(
         kv_bits=preset.kv_bits,
         kv_group=preset.kv_group,
         trims=trims,
-        next_trim_at=next_trim_at(limit, preset.max_tokens, pressure),
+        next_trim_at=next_trim_at(limit, room, pressure),
         exact=exact,
         kv_tiers=tiers,
         kv_aging=aging.label() if aging is not None else "",
+        reply_tokens=room,
     )

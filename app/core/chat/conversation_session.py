@@ -32,6 +32,7 @@ from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_
 from app.core.engine.events import GenerationEvent
 from app.core.errors import BudgetError
 from app.core.presets.presets import Preset, preset_from_dict
+from app.core.reasoning.thinking import reply_room
 from app.core.recall.block import recall_budget, with_recall
 from app.core.recall.recaller import RecallResult, recall_for
 from app.core.store import Store
@@ -254,7 +255,11 @@ class ConversationSession:
     ) -> TrimRequest:
         return TrimRequest(
             prompt_tokens=len(prompt_ids) + reserve,
-            max_tokens=self.preset.max_tokens,
+            max_tokens=reply_room(  # the thinking budget is room of its own
+                self.preset.max_tokens,
+                self.preset.thinking_settings(),
+                self.engine.tokenizer.reasoning,
+            ),
             history=history,
             new_message_tokens=self.engine.count_tokens(user_text)
             + self._overhead()

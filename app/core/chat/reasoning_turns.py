@@ -84,5 +84,7 @@ def align_cache(
         reasoning_cut_tokens=cut.dropped,
         reasoning_cut_method=cut.method,
         reasoning_cut_note=cut.reason,
+        reasoning_cut_ms=cut.seconds * 1000,
         context_tokens=cut.kept,
+        kv_bytes=engine.cache_state(key).kv_bytes,
     )

@@ -18,6 +18,7 @@ from app.core.budget.context_state import ContextState, context_state, effective
 from app.core.chat.conversation_session import ConversationSession, save_preset
 from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import Preset, get_preset
+from app.core.reasoning.thinking import reply_room
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,17 @@ class SessionRegistry:
             pressure=self.pressure(),
             budget=getattr(self.engine, "device_budget", None),
             cached_layers=tuple(layers or ()),
+            reply_tokens=self.reply_room(session.preset),
         )
+
+    def reply_room(self, preset: Preset) -> int:
+        """The room a reply gets with ``preset`` on the loaded model: max_tokens plus
+        the thinking budget when the model reasons (`reply_room`)."""
+        try:
+            fmt = self.engine.tokenizer.reasoning
+        except (KnownError, AttributeError):  # no model loaded yet
+            return preset.max_tokens
+        return reply_room(preset.max_tokens, preset.thinking_settings(), fmt)
 
     def new_chat_state(self, preset: Preset) -> ContextState:
         """The meter's numbers for a chat not sent yet, with ``preset``."""
@@ -203,4 +214,5 @@ class SessionRegistry:
             trims=0,
             pressure=self.pressure(),
             budget=getattr(self.engine, "device_budget", None),
+            reply_tokens=self.reply_room(preset),
         )

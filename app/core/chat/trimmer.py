@@ -178,16 +178,20 @@ class Trimmer:
             head_ids = self.engine.render(
                 new_messages[:head_count], add_generation_prompt=False
             )
-            old_head = self.engine.render(
-                old_messages[:first_kept_index], add_generation_prompt=False
-            )
             keep = common_prefix_length(cached, head_ids)
-            drop_until = len(old_head)
-            if drop_until > len(cached) and old_head[: len(cached)] == cached:
-                # Nothing is kept: the head ends with the closing tokens of the last
-                # reply, which the cache (ending where generation stopped) lacks.
+            if first_kept_index >= len(old_messages):
+                # Nothing is kept: everything after the first `keep` entries goes, so
+                # the result is `head_ids` whatever the cache held there. Its tokens
+                # need not match a fresh rendering (the head ends with the closing
+                # tokens of the last reply, which the cache lacks, and a reply cut
+                # inside a character does not encode back to the same ids).
                 drop_until = len(cached)
-            if cached[:drop_until] != old_head[:drop_until] or drop_until > len(cached):
+                aligned = True
+            else:
+                drop_until, aligned = self._kept_start(
+                    cached, old_messages, new_messages, len(head_ids)
+                )
+            if not aligned:
                 note = "the cache did not line up with the stored messages; rebuilt instead"
             elif keep == 0:
                 note = (
@@ -208,6 +212,32 @@ class Trimmer:
         # A rebuild is exact: anything a splice moved is computed again.
         report = self.engine.prefill(self.cache_key, ids, self.kv, exact=True)
         return "rebuild", note, report.computed_tokens, report.context_tokens
+
+    def _kept_start(
+        self,
+        cached: list[int],
+        old_messages: list[dict],
+        new_messages: list[dict],
+        head_tokens: int,
+    ) -> tuple[int, bool]:
+        """Where the kept messages start in the cache, and whether the cache holds
+        the old rendering up to there.
+
+        The kept messages are where the old and the new rendering end alike. Not
+        ``len(render(dropped head))``: a reasoning template (Qwen3's) gives the reply
+        that ends a rendering an empty thinking block, which that reply lacks once
+        more turns follow, so that rendering is no prefix of the cache.
+        """
+        old_ids = self.engine.render(old_messages, add_generation_prompt=False)
+        new_ids = self.engine.render(new_messages, add_generation_prompt=False)
+        kept_ids = new_ids[head_tokens:]
+        drop_until = len(old_ids) - len(kept_ids)
+        aligned = (
+            0 <= drop_until <= len(cached)
+            and old_ids[drop_until:] == kept_ids
+            and cached[:drop_until] == old_ids[:drop_until]
+        )
+        return drop_until, aligned
 
     def _positions_exhausted(self) -> bool:
         """True when splicing again could carry positions past the trained context.

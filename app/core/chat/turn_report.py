@@ -76,6 +76,7 @@ class TurnReport:
             (the cache could not splice: the next turn re-prefills the answer) or
             empty when the model does not reason.
         reasoning_cut_note: Why the fallback was used, if it was.
+        reasoning_cut_ms: Time the cut took (finding the span and splicing).
     """
 
     reply: str
@@ -116,6 +117,7 @@ class TurnReport:
     reasoning_cut_tokens: int = 0
     reasoning_cut_method: str = ""
     reasoning_cut_note: str = ""
+    reasoning_cut_ms: float = 0.0
 
     @classmethod
     def from_final(cls, final, *, reply: str, **context) -> TurnReport:

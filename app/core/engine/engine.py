@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,11 @@ from app.core.tools.turn_tools import TurnTools
 if TYPE_CHECKING:  # imported where used: loading them imports mlx
     from app.core.budget.device_budget import DeviceBudget
     from app.core.engine.loader import LoadedModel
-from app.core.reasoning.thinking import ThinkingSettings, template_arguments
+from app.core.reasoning.thinking import (
+    ThinkingSettings,
+    reply_room,
+    template_arguments,
+)
 
 __all__ = ["CacheState", "Engine", "PrefillReport", "TurnHandle"]
 logger = logging.getLogger(__name__)
@@ -172,8 +177,6 @@ class Engine(EngineThread):
         self.submit(self._set_budget_settings, settings).result()
 
     def _set_budget_settings(self, settings) -> None:
-        from dataclasses import replace
-
         self._budget_settings = settings
         if self._budget is not None:
             self._budget = replace(self._budget, settings=settings)
@@ -360,6 +363,11 @@ class Engine(EngineThread):
         """
         # Rendering needs no MLX: it runs here, not on the engine thread.
         template_tools = tools.template_tools() if tools is not None else None
+        # The thinking budget is room of its own: the answer keeps its max_tokens,
+        # and the memory check below counts both.
+        room = reply_room(sampling.max_tokens, thinking, self.tokenizer.reasoning)
+        if room != sampling.max_tokens:
+            sampling = replace(sampling, max_tokens=room)
         prompt_ids = self.render(messages, True, template_tools, thinking)
         if template_tools:
             from app.core.tools.model_format import stable_prefix_length

@@ -42,12 +42,23 @@ def app_home() -> Path:
     )
     if home not in _checked_homes and home.is_dir():
         refuse_unsafe_home(home)
-        _tidy(home)
+        if home_is_writable(home):  # a read-only home (a backup) is only read
+            _tidy(home)
     # The folders the home is made in are not Swapless's to lock down; the home is.
     home.parent.mkdir(parents=True, exist_ok=True)
     private_files.make_private_dir(home)
     _checked_homes.add(home)
     return home
+
+
+def home_is_writable(home: Path | None = None) -> bool:
+    """Whether this process may write in the home (False on a read-only mount).
+
+    ``os.access`` answers for the real filesystem: a read-only mount is refused
+    even to root.
+    """
+    folder = home if home is not None else app_home()
+    return os.access(folder, os.W_OK)
 
 
 class UnsafeHomeError(KnownError):

@@ -64,11 +64,18 @@ def trim_layout(
     new = build_messages(system_prompt, [summary], list(kept), style=style)
     head_count = len(new) - len(kept)
     old_ids = render(old, False)
-    old_head = render(old[: len(old) - len(kept)], False)
     head_ids = render(new[:head_count], False)
     new_ids = render(new, False)
-    drop_until = len(old_head)
-    if old_ids[:drop_until] != old_head or new_ids[: len(head_ids)] != head_ids:
+    # The kept turns are where the two contexts end alike. Not len(render(old head)):
+    # a reasoning template (Qwen3's) writes an empty thinking block into the reply
+    # that ends a rendering, which that reply lacks once more turns follow.
+    kept_ids = new_ids[len(head_ids) :]
+    drop_until = len(old_ids) - len(kept_ids)
+    if (
+        new_ids[: len(head_ids)] != head_ids
+        or drop_until < 0
+        or old_ids[drop_until:] != kept_ids
+    ):
         raise NotAdditive("the chat template does not render messages additively")
     keep = min(common_prefix_length(old_ids, head_ids), drop_until)
     return TrimLayout(

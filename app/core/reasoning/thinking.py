@@ -5,7 +5,9 @@
 "off" is the lowest effort: harmony models always reason a little). ``budget`` is a
 number of reasoning tokens after which the engine writes the end marker itself and lets
 the model answer, so a runaway thought cannot take the reply's room or the memory
-budget. A model without reasoning markers ignores all of it.
+budget: the budget is room of its own, on top of the answer's ``max_tokens``
+(`reply_room`), and the budget check, the context meter and ``doctor`` count both. A
+model without reasoning markers ignores all of it.
 """
 
 from __future__ import annotations
@@ -80,3 +82,27 @@ def template_arguments(
     if template and "preserve_thinking" in template:
         arguments["preserve_thinking"] = settings.keep_past
     return arguments
+
+
+def reply_room(
+    max_tokens: int, settings: ThinkingSettings | None, fmt: ReasoningFormat
+) -> int:
+    """Tokens a reply may generate: the answer's ``max_tokens`` plus the thinking budget.
+
+    The budget counts when the model reasons and thinks in this turn (thinking on, or a
+    template that cannot turn it off: gpt-oss's lowest effort still reasons). A thought
+    that runs to its budget then leaves the answer its whole ``max_tokens`` (less the
+    few tokens of the end marker Swapless writes). Without a budget (0) reasoning and
+    answer share ``max_tokens``, as before.
+
+    Args:
+        max_tokens: The preset's reply length.
+        settings: The turn's thinking settings (None: the template's default, no
+            budget).
+        fmt: The model's reasoning format.
+    """
+    if settings is None or not fmt.has_reasoning or not settings.budget:
+        return max_tokens
+    if not settings.enabled and fmt.switch in ("enable_thinking", "thinking"):
+        return max_tokens
+    return max_tokens + settings.budget

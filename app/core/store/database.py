@@ -97,6 +97,52 @@ def open_database(path: Path, now: datetime) -> OpenedDatabase:
     )
 
 
+def open_read_only_database(path: Path) -> Database:
+    """Open the database at ``path`` for reading only: nothing is created, repaired,
+    migrated or written (a home on a read-only mount: a backup).
+
+    A WAL file needs a shared-memory file beside it, which a read-only folder cannot
+    get; such a file is then opened as immutable (what the last checkpoint holds).
+
+    Raises:
+        StoreError: The file is missing, not a Swapless database, from a newer
+            Swapless, or an older one that would need migrating first.
+    """
+    if not path.is_file():
+        raise StoreError(f"There is no conversation database at {path} to read.")
+    uri = path.absolute().as_uri()
+    with translate_errors(path):
+        conn = None
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(
+                f"{uri}?{options}", uri=True, check_same_thread=False
+            )
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                break
+            except sqlite3.OperationalError:
+                conn.close()
+                conn = None
+        if conn is None:
+            raise StoreError(f"Swapless cannot read the conversation database {path}.")
+        conn.execute(f"PRAGMA busy_timeout = {locking.BUSY_TIMEOUT_MS}")
+        db = Database(conn, execute_plugins=False)
+        found = migrations.schema_version(db)
+        try:
+            migrations.refuse_newer(found, path)
+            if found < migrations.SCHEMA_VERSION:
+                raise StoreError(
+                    f"The conversation database {path} was written by an older "
+                    f"Swapless (schema version {found}) and must be upgraded before "
+                    "it can be read, which a read-only folder does not allow: copy "
+                    "it somewhere writable and open that copy."
+                )
+        except BaseException:
+            db.close()
+            raise
+    return db
+
+
 @dataclass(frozen=True)
 class _Recovery:
     backup: Path | None = None

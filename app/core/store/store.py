@@ -19,7 +19,7 @@ from sqlite_utils import Database
 from app.core.errors import InputError, StoreError
 from app.core.files import paths
 from app.core.store.conversations import ConversationsMixin
-from app.core.store.database import open_database
+from app.core.store.database import open_database, open_read_only_database
 from app.core.store.documents import DocumentsMixin
 from app.core.store.exchange.export import ExportMixin
 from app.core.store.exchange.json_import import ImportMixin
@@ -76,6 +76,7 @@ class Store(
         self.salvage = salvage
         self.rebuilt_search_index = rebuilt_search_index
         self.recovered_replies = 0
+        self.read_only = False
         self._closed = False
         self._start_writing()
 
@@ -133,6 +134,30 @@ class Store(
         except BaseException:
             store.close()
             raise
+        return store
+
+    @classmethod
+    def open_read_only(
+        cls,
+        path: Path | str | None = None,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> Store:
+        """Open the database for reading only (a home on a read-only mount).
+
+        Nothing is created, repaired, migrated or marked: listing, searching and
+        exporting work, and any write fails.
+
+        Args:
+            path: The database file; defaults to `paths.database_path()`.
+            clock: Returns the current aware datetime.
+
+        Raises:
+            StoreError: The file is missing or cannot be read as it is.
+        """
+        path = Path(path) if path is not None else paths.database_path()
+        store = cls(open_read_only_database(path), path, clock, None)
+        store.read_only = True
         return store
 
     def recovery_notice(self) -> str | None:

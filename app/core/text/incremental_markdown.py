@@ -100,14 +100,20 @@ class IncrementalMarkdown:
         blocks = split_blocks(tokens)
         settled = settled_count(blocks, tail)
         renderer = QtHtmlRenderer(self.theme, first_code_index=len(self._settled_code))
-        html = [self._render(renderer, tokens, block) for block in blocks[:settled]]
+        html = [
+            piece
+            for block in blocks[:settled]
+            for piece in self._render(renderer, tokens, block)
+        ]
         self._settled_blocks += html
         self._settled_code += renderer.code_blocks
         if settled:
             self._offset += _line_offset(tail, blocks[settled].first_line)
         renderer = QtHtmlRenderer(self.theme, first_code_index=len(self._settled_code))
         open_html = [
-            self._render(renderer, tokens, block) for block in blocks[settled:]
+            piece
+            for block in blocks[settled:]
+            for piece in self._render(renderer, tokens, block)
         ]
         return RenderedMarkdown(
             tuple(self._settled_blocks) + tuple(open_html),
@@ -120,14 +126,22 @@ class IncrementalMarkdown:
         self.parsed_chars = len(text)
         blocks = split_blocks(tokens)
         renderer = QtHtmlRenderer(self.theme)
-        html = tuple(self._render(renderer, tokens, block) for block in blocks)
+        html: list[str] = []
+        settled = settled_count(blocks, text)
+        settled_pieces = 0
+        for index, block in enumerate(blocks):
+            html += self._render(renderer, tokens, block)
+            if index + 1 == settled:
+                settled_pieces = len(html)
         return RenderedMarkdown(
-            html, tuple(renderer.code_blocks), settled=settled_count(blocks, text)
+            tuple(html), tuple(renderer.code_blocks), settled=settled_pieces
         )
 
     @staticmethod
-    def _render(renderer: QtHtmlRenderer, tokens: list[Token], block: Block) -> str:
-        return renderer.render_block(tokens[block.start : block.end])
+    def _render(
+        renderer: QtHtmlRenderer, tokens: list[Token], block: Block
+    ) -> list[str]:
+        return renderer.render_pieces(tokens[block.start : block.end])
 
 
 def _document_wide(env: dict) -> bool:

@@ -5,8 +5,8 @@ GFM extensions (`markdown_parser`) and renders the tokens as Qt rich text
 (`qt_html_renderer`): Pygments colours and a ``copy-code:N`` link per code block,
 links only to web and mail addresses, images never loaded, raw HTML shown as typed.
 A half-written reply renders as far as it goes (an open fence is a code block until it
-closes). The result keeps each top-level block's HTML apart, so a view can lay out a
-long reply in pieces and a streaming reply can re-render only its end
+closes). The result keeps each top-level block's HTML apart (a huge paragraph cut in
+pieces), so a view can lay out a long reply in pieces and a streaming reply can re-render only its end
 (`incremental_markdown`).
 """
 
@@ -45,9 +45,10 @@ class RenderedMarkdown:
     """Rendered HTML, block by block, and the raw text of its code blocks, in order.
 
     Attributes:
-        blocks: The HTML of each top-level block (paragraph, list, table...).
+        blocks: The HTML of each top-level block (paragraph, list, table...), a long
+            paragraph or heading as several pieces (`QtHtmlRenderer.render_pieces`).
         code_blocks: The code of each code block; ``copy-code:N`` links index into it.
-        settled: How many leading blocks can no longer change when text is appended
+        settled: How many leading blocks (pieces) can no longer change when text is appended
             to the source (all of them for a finished text; a streaming reply's last
             blocks may still change).
     """
@@ -80,7 +81,8 @@ def render_markdown(text: str, theme: MarkdownTheme = LIGHT_THEME) -> RenderedMa
     tokens = parse(clean_text(text))
     renderer = QtHtmlRenderer(theme)
     blocks = tuple(
-        renderer.render_block(tokens[block.start : block.end])
+        piece
         for block in split_blocks(tokens)
+        for piece in renderer.render_pieces(tokens[block.start : block.end])
     )
     return RenderedMarkdown(blocks, tuple(renderer.code_blocks), settled=len(blocks))

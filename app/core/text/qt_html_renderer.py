@@ -10,6 +10,11 @@ adapted, and the adaptations are the app's safety rules:
   whose target shows as a tooltip.
 * Fenced and indented code become `code_html` tables with a Copy link.
 * Task list checkboxes are the glyphs ☑ / ☐; footnotes are a numbered list under a rule.
+* A top-level paragraph or heading longer than `PIECE_CHARS` is cut into pieces
+  (`QtHtmlRenderer.render_pieces`), at a space where there is one: Qt lays out one
+  paragraph at once, and a paragraph with no break opportunity costs quadratic time
+  (a 200 000-character run took 15 s here, one of 4 000 takes milliseconds). The
+  inline tags open at a cut are closed before it and opened again after it.
 * Inline formatting nests at most `MAX_INLINE_NESTING` deep: Qt's HTML import is
   quadratic in nesting depth (30 000 nested ``<em>`` take 21 s), and ``*`` runs can
   nest that deep. Past the limit a tag already open is not repeated, which draws the
@@ -32,6 +37,8 @@ from app.core.text.markdown_parser import PLAIN_TEXT_TOKEN
 from app.core.text.markdown_theme import MarkdownTheme
 
 MAX_INLINE_NESTING = 8
+PIECE_CHARS = 4_000
+"""Characters of a top-level paragraph or heading per piece (see `render_pieces`)."""
 CHECKED_BOX = "\u2611"
 UNCHECKED_BOX = "\u2610"
 
@@ -60,6 +67,9 @@ _PLAIN_BLOCK_TAGS = {
     "footnote_close": "</li>",
 }
 _SILENT = {"thead_open", "thead_close", "tbody_open", "tbody_close", "footnote_anchor"}
+_CUT = "\x00"
+"""Marks a cut in inline output (`clean_text` removes NUL from every text rendered)."""
+_SPLITTABLE = {"paragraph_open", "heading_open"}
 
 
 def escape(text: str) -> str:
@@ -84,6 +94,37 @@ class QtHtmlRenderer:
         self.theme = theme
         self.code_blocks: list[str] = []
         self._first_code_index = first_code_index
+
+    def render_pieces(self, tokens: Sequence[Token]) -> list[str]:
+        """The HTML of one top-level block's tokens, in pieces of about `PIECE_CHARS`.
+
+        Only a paragraph or heading is cut (anything else is one piece). Each piece is
+        a whole element of the block's tag; the pieces after the first have no top
+        margin and the pieces before the last no bottom margin, so the text reads on,
+        a line further down. Cuts depend only on the text before them, so a growing
+        paragraph keeps its earlier pieces.
+        """
+        if (
+            len(tokens) != 3
+            or tokens[0].type not in _SPLITTABLE
+            or tokens[0].hidden
+            or tokens[1].type != "inline"
+        ):
+            return [self.render_block(tokens)]
+        out: list[str] = []
+        self._render_inline(tokens[1].children or [], out, PIECE_CHARS)
+        inner = "".join(out).split(_CUT)
+        tag = tokens[0].tag
+        pieces = []
+        for index, text in enumerate(inner):
+            styles = []
+            if index > 0:
+                styles.append("margin-top: 0px;")
+            if index < len(inner) - 1:
+                styles.append("margin-bottom: 0px;")
+            style = f' style="{" ".join(styles)}"' if styles else ""
+            pieces.append(f"<{tag}{style}>{text}</{tag}>")
+        return pieces
 
     def render_block(self, tokens: Sequence[Token]) -> str:
         """The HTML of one top-level block's tokens."""
@@ -162,13 +203,38 @@ class QtHtmlRenderer:
 
     # -- inline ------------------------------------------------------------------------
 
-    def _render_inline(self, children: Sequence[Token], out: list[str]) -> None:
-        closers: list[str] = []  # what each open inline token closes with
+    def _render_inline(
+        self, children: Sequence[Token], out: list[str], piece_chars: int = 0
+    ) -> None:
+        """Render inline tokens into ``out``; with ``piece_chars``, cut (`_CUT`) where
+        a piece has that many characters, closing and reopening the open tags."""
+        opened: list[tuple[str, str]] = []  # (opening HTML, closing tag) of each open
         open_tags: dict[str, int] = {}
+        size = 0  # characters since the last cut
+
+        def cut() -> None:
+            out.extend(f"</{tag}>" for _, tag in reversed(opened) if tag)
+            out.append(_CUT)
+            out.extend(opening for opening, _ in opened)
+
         for token in children:
             kind = token.type
+            if piece_chars and size >= piece_chars and kind not in _INLINE_CLOSERS:
+                cut()
+                size = 0
+            start = len(out)
             if kind in ("text", "text_special"):
-                out.append(escape(token.content))
+                text = token.content
+                while piece_chars and len(text) > piece_chars - size:
+                    room = piece_chars - size
+                    space = text.rfind(" ", room // 2, room)
+                    end = space + 1 if space >= 0 else room
+                    out.append(escape(text[:end]))
+                    text = text[end:]
+                    cut()
+                    size = 0
+                    start = len(out)
+                out.append(escape(text))
             elif kind == "softbreak":
                 out.append("\n")
             elif kind == "hardbreak":
@@ -177,28 +243,30 @@ class QtHtmlRenderer:
                 out.append(f"<code>{escape(token.content)}</code>")
             elif kind in _INLINE_TAGS:
                 tag = _INLINE_TAGS[kind]
-                if len(closers) >= MAX_INLINE_NESTING and open_tags.get(tag):
-                    closers.append("")
+                if len(opened) >= MAX_INLINE_NESTING and open_tags.get(tag):
+                    opened.append(("", ""))
                     continue
                 open_tags[tag] = open_tags.get(tag, 0) + 1
-                closers.append(tag)
+                opened.append((f"<{tag}>", tag))
                 out.append(f"<{tag}>")
             elif kind in _INLINE_CLOSERS or kind == "link_close":
-                closer = closers.pop() if closers else ""
+                closer = opened.pop()[1] if opened else ""
                 if closer in _INLINE_TAGS.values():
                     open_tags[closer] -= 1
                 if closer:
                     out.append(f"</{closer}>")
             elif kind == "link_open":
-                closers.append(self._link_open(token, out))
+                tag = self._link_open(token, out)
+                opened.append((out[-1], tag))
             elif kind == "image":
                 out.append(self._image(token))
             elif kind == "footnote_ref":
                 out.append(f"<sup>[{(token.meta or {}).get('id', 0) + 1}]</sup>")
             elif token.content:
                 out.append(escape(token.content))
-        while closers:  # balanced in practice; never leave a tag open
-            closer = closers.pop()
+            size += sum(len(part) for part in out[start:])
+        while opened:  # balanced in practice; never leave a tag open
+            closer = opened.pop()[1]
             if closer:
                 out.append(f"</{closer}>")
 

@@ -74,3 +74,28 @@ def parse_effort(data: dict) -> str | None:
             param="reasoning_effort",
         )
     return value
+
+
+def ignored_reasoning_note(messages: Any, model_reasons: bool) -> dict[str, str]:
+    """The ``swapless`` object's note when a client sends reasoning to a model without.
+
+    The reasoning is not given to such a model (its template has no place for it), so
+    it is ignored, and the reply says so rather than dropping it silently.
+
+    Args:
+        messages: The request's `ChatMessage`s.
+        model_reasons: Whether the served model writes reasoning.
+
+    Returns:
+        ``{"reasoning_note": ...}``, or nothing when there is nothing to say.
+    """
+    if model_reasons:
+        return {}
+    count = sum(1 for m in messages if getattr(m, "reasoning_content", ""))
+    if not count:
+        return {}
+    noun = "message" if count == 1 else "messages"
+    return {
+        "reasoning_note": f"reasoning sent with {count} assistant {noun} was ignored: "
+        "this model does not reason"
+    }

@@ -166,26 +166,7 @@ class ResponseStream:
         if isinstance(item, TextDelta):
             out = b""
             if self._open is None or self._open["type"] != "message":
-                out = self._add(
-                    {
-                        "type": "message",
-                        "id": _id("msg"),
-                        "status": "in_progress",
-                        "role": "assistant",
-                        "content": [],
-                    }
-                )
-                part = {"type": "output_text", "text": "", "annotations": []}
-                open_item = self._open
-                assert open_item is not None
-                open_item["content"].append(part)
-                out += self._event(
-                    "response.content_part.added",
-                    item_id=open_item["id"],
-                    output_index=len(self.output) - 1,
-                    content_index=0,
-                    part=dict(part),
-                )
+                out = self._open_message()
             open_item = self._open
             assert open_item is not None
             open_item["content"][0]["text"] += item.text
@@ -242,11 +223,42 @@ class ResponseStream:
             return b""
         return b""
 
+    def _open_message(self) -> bytes:
+        """Open an assistant ``message`` item with one empty ``output_text`` part."""
+        out = self._add(
+            {
+                "type": "message",
+                "id": _id("msg"),
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
+        )
+        part = {"type": "output_text", "text": "", "annotations": []}
+        open_item = self._open
+        assert open_item is not None
+        open_item["content"].append(part)
+        return out + self._event(
+            "response.content_part.added",
+            item_id=open_item["id"],
+            output_index=len(self.output) - 1,
+            content_index=0,
+            part=dict(part),
+        )
+
     # -- the end ---------------------------------------------------------------------
 
     def finish(self, event: Finished) -> bytes:
-        """Close the last item, then ``response.completed`` (or ``.incomplete``)."""
+        """Close the last item, then ``response.completed`` (or ``.incomplete``).
+
+        A reply that showed nothing (its tokens were only the newlines a template puts
+        before an answer, or it was cut before a whole character) still answers with
+        an empty ``message``: a response always holds an item, as a chat completion
+        always holds a message.
+        """
         out = self._close()
+        if not self.output:
+            out += self._open_message() + self._close()
         self.usage = {
             "input_tokens": event.prompt_tokens,
             "input_tokens_details": {"cached_tokens": event.cached_tokens},

@@ -26,6 +26,7 @@ from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.chat.message_view import MessageView, TrimCardView
+from app.ui.chat.rich_text_view import RichTextView
 from app.ui.common.throttle import Throttle
 
 THINKING = "Thinking…"
@@ -134,7 +135,7 @@ class ChatView(QWidget):
         for widget in [*self._items, *adoptable]:
             self._layout.removeWidget(widget)
         for widget in [*reusable.values(), *self._adoptable]:
-            widget.deleteLater()
+            _discard(widget)
         self._adoptable = []
         for index, widget in enumerate(items):
             self._layout.insertWidget(index, widget)
@@ -288,7 +289,7 @@ class ChatView(QWidget):
         for widget in (self._live_user, self._live_reply):
             if widget is not None:
                 self._layout.removeWidget(widget)
-                widget.deleteLater()
+                _discard(widget)
         self._live_user = self._live_reply = None
         self._text_to_render = ""
         self._update_empty_hint()
@@ -310,7 +311,7 @@ class ChatView(QWidget):
         for widget in self._items[index:]:
             self._layout.removeWidget(widget)
             self._keys.pop(widget, None)
-            widget.deleteLater()
+            _discard(widget)
         self._items = self._items[:index]
         self._update_empty_hint()
 
@@ -396,3 +397,16 @@ class ChatView(QWidget):
         widget.style().unpolish(widget)
         widget.style().polish(widget)
         widget.update()
+
+
+def _discard(widget: QWidget) -> None:
+    """Take a message or card off the screen now and delete it later.
+
+    `deleteLater` waits for the event loop; until then a widget taken out of the layout
+    stays a visible child of the column, and renders still landing in it (a long reply
+    of the conversation just left) drew its text over the one opened (#31 point 8).
+    """
+    for view in widget.findChildren(RichTextView):
+        view.retire()
+    widget.hide()
+    widget.deleteLater()

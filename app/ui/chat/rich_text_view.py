@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import logging
 import time
+from collections.abc import Sequence
 
 from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
@@ -29,6 +30,7 @@ from app.core.text.incremental_markdown import IncrementalMarkdown
 from app.core.text.link_policy import is_openable
 from app.core.text.markdown_html import RenderedMarkdown, clean_text
 from app.core.text.markdown_theme import MarkdownTheme, document_style_sheet
+from app.core.text.qt_html_renderer import PIECE_CHARS
 from app.ui.common.background import TaskSet
 
 SEAL_CHARS = 8_000
@@ -174,14 +176,38 @@ class RichTextView(QWidget):
         self._render_wanted()
 
     def set_plain(self, text: str) -> None:
-        """Show ``text`` as typed (line breaks kept, no Markdown)."""
+        """Show ``text`` as typed (line breaks kept, no Markdown); a long text is laid
+        out in pieces, as a long reply is."""
         self._replace_content()
         self._wanted = None
         self._timer.stop()
-        escaped = html.escape(clean_text(text)).replace("\n", "<br/>")
-        self._live.show_html(
-            f"<p style='margin: 0px; white-space: pre-wrap;'>{escaped}</p>", ""
-        )
+        self._style_sheet = self._pieces_style = ""
+        self._theme = None  # the next Markdown render lays everything out anew
+        blocks = [
+            f"<p style='margin: 0px; white-space: pre-wrap;'>{_plain_html(piece)}</p>"
+            for piece in _plain_pieces(clean_text(text))
+        ]
+        groups, group = _groups(blocks)
+        if not groups:
+            self._live.show_html("\n".join(group), "")
+            self._live_html = None
+            return
+        self._rendering = True
+        self._layout_queue += groups[:-1]
+        self._final_live = groups[-1] + group
+        self._lay_out_some()
+
+    def retire(self) -> None:
+        """Stop for good (the message left the screen): renders still under way or
+        pieces still queued are dropped when they land, and nothing is drawn."""
+        self._generation += 1
+        self._renderer = None
+        self._wanted = None
+        self._timer.stop()
+        self._tasks.forget_all()
+        self._layout_queue.clear()
+        self._rendering = False
+        self.hide()
 
     # -- rendering ---------------------------------------------------------------------
 
@@ -234,17 +260,18 @@ class RichTextView(QWidget):
             self._pieces_style = self._style_sheet
             self._live_html = None
             sealed = 0
-        groups: list[list[str]] = []
-        group: list[str] = []
-        size = 0
-        for block in result.blocks[sealed : result.settled]:
-            group.append(block)
-            size += len(block)
-            if size >= SEAL_CHARS:
-                groups.append(group)
-                group, size = [], 0
+        # Settled blocks are sealed; so is a huge open tail (a stored reply that is one
+        # long paragraph: its last block is never settled), all but its last pieces:
+        # laid out whole it froze the window for tens of seconds. Should one of them
+        # still change, the prefix check above lays everything out again.
+        sealable = result.settled
+        rest = sum(len(block) for block in result.blocks[sealable:])
+        while rest > SEAL_CHARS and sealable < len(result.blocks) - 1:
+            rest -= len(result.blocks[sealable])
+            sealable += 1
+        groups, group = _groups(result.blocks[sealed:sealable])
         self._layout_queue += groups
-        self._final_live = group + list(result.blocks[result.settled :])
+        self._final_live = group + list(result.blocks[sealable:])
         self._lay_out_some()
         self._next_update_at = time.monotonic() + max(
             BACKOFF_MIN_S, BACKOFF_FACTOR * (time.monotonic() - started)
@@ -322,3 +349,38 @@ class RichTextView(QWidget):
             return
         if is_openable(url.toString()):
             QDesktopServices.openUrl(url)
+
+
+def _groups(blocks: Sequence[str]) -> tuple[list[list[str]], list[str]]:
+    """Cut ``blocks`` into groups of at least `SEAL_CHARS` characters, and the rest."""
+    groups: list[list[str]] = []
+    group: list[str] = []
+    size = 0
+    for block in blocks:
+        group.append(block)
+        size += len(block)
+        if size >= SEAL_CHARS:
+            groups.append(group)
+            group, size = [], 0
+    return groups, group
+
+
+def _plain_pieces(text: str) -> list[str]:
+    """Cut plain text into pieces of at most `PIECE_CHARS` characters, after a line
+    break or a space where there is one near the end of a piece."""
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = text.rfind("\n", start + PIECE_CHARS // 2, end)
+        if cut < 0:
+            cut = text.rfind(" ", start + PIECE_CHARS // 2, end)
+        end = cut + 1 if cut >= 0 else end
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return pieces
+
+
+def _plain_html(text: str) -> str:
+    return html.escape(text.removesuffix("\n")).replace("\n", "<br/>")

@@ -24,7 +24,6 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from app.core.longdoc.plan.plan_words import duration, progress_line
 from app.core.presets.presets import get_preset
 from app.ui.common.dialogs import show_failure
 from app.ui.common.throttle import Throttle
@@ -33,8 +32,11 @@ from app.ui.documents.document_readings import (
     NEW_CHAT,
     Reading,
     mark_stopped,
-    plan_texts,
+    note_progress,
+    note_segment,
+    note_started,
     reading_from_store,
+    show_reading,
 )
 from app.ui.documents.document_worker import DocumentRequest, PlanOffer
 
@@ -329,34 +331,7 @@ class DocumentController(QObject):
         self.busy_changed.emit(self.busy)
 
     def _show_card(self) -> None:
-        card, reading = self._card, self.shown()
-        if reading is None:
-            card.hide()
-            return
-        if reading.phase == "planning":
-            card.show_planning(reading.name, reading.line)
-            card.set_question(reading.request.question)
-        elif reading.phase == "planned":
-            self._show_plan(reading)
-            card.set_question(reading.request.question)
-        elif reading.phase == "running":
-            if card.isHidden() or not card.stop_button.isVisible():
-                card.show_running(reading.name, reading.line)
-            card.stop_button.setText("Stop")
-            card.set_progress(reading.fraction, reading.line)
-            card.set_notes(reading.notes_title, reading.notes)
-        else:
-            whole = reading.request.mode == "whole"
-            resume = "Continue in segments" if whole else "Resume"
-            if not Path(reading.request.path).is_file():
-                resume = ""
-            card.show_stopped(reading.name, reading.line, resume)
-            if reading.notes_title.startswith("Notes"):  # what was kept, to read
-                card.set_notes(reading.notes_title, reading.notes)
-
-    def _show_plan(self, reading: Reading) -> None:
-        assert reading.offer is not None, "a plan is shown once it is offered"
-        self._card.show_plan(reading.name, *plan_texts(reading.offer))
+        show_reading(self._card, self.shown())
 
     def _show_progress(self) -> None:
         reading = self.active
@@ -408,12 +383,7 @@ class DocumentController(QObject):
             self.conversation_created.emit(conversation_id)
         if conversation_id == self._current.conversation_id:
             self._turns.show_current()  # the request the run just stored
-        reading.line = event.plan_line
-        if event.resumed_from:
-            reading.line = (
-                f"Resuming at segment {event.resumed_from + 1} of {event.segments} · "
-                + event.plan_line
-            )
+        note_started(reading, event)
         self.document_started.emit(conversation_id, event, reading.name)
         self._changed(reading)
 
@@ -421,14 +391,7 @@ class DocumentController(QObject):
         reading = self._reading_running(conversation_id)
         if reading is None:
             return
-        if hasattr(event, "phase"):  # ReadingProgress
-            reading.fraction = event.fraction
-            reading.line = progress_line(event)
-        else:  # SegmentStarted
-            reading.line = (
-                f"Segment {event.index + 1} of {event.segments} ({event.tokens:,} "
-                "tokens)…"
-            )
+        note_progress(reading, event)
         self.document_progressed.emit(conversation_id, event)
         self._repaint.trigger()
         self._show_progress()
@@ -437,11 +400,7 @@ class DocumentController(QObject):
         reading = self._reading_running(conversation_id)
         if reading is None:
             return
-        reading.notes_title = (
-            f"Notes after segment {event.index + 1} of {event.segments} "
-            f"({event.tokens_per_s:.1f} tok/s, {duration(event.seconds)})"
-        )
-        reading.notes = event.notes
+        note_segment(reading, event)
         self.segment_read.emit(conversation_id, event)
         self._repaint.trigger()
 

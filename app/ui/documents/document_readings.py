@@ -1,14 +1,18 @@
 """What the document card says about a reading, and the record of each reading.
 
 The `DocumentController` keeps one `Reading` per conversation (the plan shown, the
-progress, the notes, a stopped state) and turns it into the card's words here, so the
-controller stays about signals and the words can be read in one place.
+progress, the notes, a stopped state); what each worker event changes in it, and what
+the card shows for each phase, are here, so the controller stays about signals and
+the words can be read in one place.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+from app.core.longdoc.plan.plan_words import duration, progress_line
+from app.ui.documents.document_card_view import DocumentCardView
 from app.ui.documents.document_worker import DocumentRequest, PlanOffer
 
 NEW_CHAT = "new"  # the key of a reading attached to the new chat on screen
@@ -115,3 +119,62 @@ def reading_from_store(found, preset) -> Reading:
     if found.path is None or not found.path.is_file():
         reading.line += f" Attach {found.name} again to continue."
     return reading
+
+
+def note_started(reading: Reading, event) -> None:
+    """The run started (``event``: its `RunStarted`): the plan's line, or where a
+    resumed run goes on."""
+    reading.line = event.plan_line
+    if event.resumed_from:
+        reading.line = (
+            f"Resuming at segment {event.resumed_from + 1} of {event.segments} · "
+            + event.plan_line
+        )
+
+
+def note_progress(reading: Reading, event) -> None:
+    """A `ReadingProgress` (share read, speed, time left) or a `SegmentStarted`."""
+    if hasattr(event, "phase"):  # ReadingProgress
+        reading.fraction = event.fraction
+        reading.line = progress_line(event)
+    else:  # SegmentStarted
+        reading.line = (
+            f"Segment {event.index + 1} of {event.segments} ({event.tokens:,} tokens)…"
+        )
+
+
+def note_segment(reading: Reading, event) -> None:
+    """A segment was read (``event``: its `SegmentFinished`): its notes are shown."""
+    reading.notes_title = (
+        f"Notes after segment {event.index + 1} of {event.segments} "
+        f"({event.tokens_per_s:.1f} tok/s, {duration(event.seconds)})"
+    )
+    reading.notes = event.notes
+
+
+def show_reading(card: DocumentCardView, reading: Reading | None) -> None:
+    """Show ``reading`` on the card in its phase (hide the card for none)."""
+    if reading is None:
+        card.hide()
+        return
+    if reading.phase == "planning":
+        card.show_planning(reading.name, reading.line)
+        card.set_question(reading.request.question)
+    elif reading.phase == "planned":
+        assert reading.offer is not None, "a plan is shown once it is offered"
+        card.show_plan(reading.name, *plan_texts(reading.offer))
+        card.set_question(reading.request.question)
+    elif reading.phase == "running":
+        if card.isHidden() or not card.stop_button.isVisible():
+            card.show_running(reading.name, reading.line)
+        card.stop_button.setText("Stop")
+        card.set_progress(reading.fraction, reading.line)
+        card.set_notes(reading.notes_title, reading.notes)
+    else:
+        whole = reading.request.mode == "whole"
+        resume = "Continue in segments" if whole else "Resume"
+        if not Path(reading.request.path).is_file():
+            resume = ""
+        card.show_stopped(reading.name, reading.line, resume)
+        if reading.notes_title.startswith("Notes"):  # what was kept, to read
+            card.set_notes(reading.notes_title, reading.notes)

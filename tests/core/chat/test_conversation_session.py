@@ -187,6 +187,42 @@ def test_model_summary_is_generated_on_the_live_cache_and_taken_off_again(
     assert after == before[: len(after)] and len(after) >= len(history)
 
 
+def test_a_trim_that_keeps_nothing_splices_even_when_the_reply_does_not_re_encode(
+    engine, tiny_model_dir
+):
+    # A reply cut inside a character (or random weights emitting a lone byte) leaves
+    # ids in the cache that a fresh rendering of the stored text does not reproduce.
+    # When the trim keeps nothing, those ids are dropped anyway: the splice must go
+    # ahead (and a cache that cannot splice must say why, not "did not line up").
+    tokenizer = engine.tokenizer
+    odd = next(
+        i
+        for i in range(512)
+        if tokenizer.encode(tokenizer.decode([i])) not in ([i], [])
+    )
+    kv = get_preset("chat").kv_settings()
+    history = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": user_turn(1)},
+    ]
+    reply_ids = [odd, odd, odd]
+    prompt = engine.render(history, add_generation_prompt=True)
+    engine.prefill("keeps-nothing", prompt + reply_ids, kv)
+    old = [*history, {"role": "assistant", "content": tokenizer.decode(reply_ids)}]
+    assert engine.render(old, add_generation_prompt=False)[: len(prompt) + 3] != (
+        prompt + reply_ids
+    )
+    new = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Summary: item 1 costs 3 euros."},
+    ]
+    trimmer = Trimmer(engine, "keeps-nothing", kv, "separate")
+    method, note, _, held = trimmer.fix_cache("splice", old, len(old), new, len(new))
+    assert (method, note) == ("splice", "")
+    head = engine.render(new, add_generation_prompt=False)
+    assert engine.cached_token_ids("keeps-nothing") == head and held == len(head)
+
+
 def test_a_cache_that_cannot_be_spliced_is_rebuilt_and_says_so(
     engine, store, tiny_model_dir, monkeypatch
 ):

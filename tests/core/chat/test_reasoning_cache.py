@@ -7,6 +7,11 @@ history for the next turn, and the next turn must reuse all of it. Templates who
 prompt opens the reasoning (QwQ, DeepSeek-R1-Distill) get a thinking budget, so every
 reply has a reasoning span for the cut to remove; Qwen3 with thinking off has the empty
 block its generation prompt writes, which its own rendering of the history drops.
+
+Every cache kind: unquantized, 8- and 4-bit, aged (the cut is a splice on each), and
+the kinds that cannot drop entries from the middle — sliding-window layers (Gemma 3)
+and hybrid recurrent layers (LFM2) — where the cache keeps only the prefix before the
+reasoning, the next turn re-prefills the answer, and the turn report says why.
 """
 
 from __future__ import annotations
@@ -122,3 +127,81 @@ def test_the_cut_holds_on_quantized_and_aged_caches(engines, store, kind):
         rendered = engine.render(messages, False, thinking=preset.thinking_settings())
         assert rendered[: len(cached)] == cached
         held_before = len(cached)
+
+
+# Caches whose layers cannot drop entries from the middle: Gemma 3's sliding-window
+# layers (a ring buffer) and LFM2's short convolutions (recurrent state). Built as the
+# tiny random-weight model of that architecture, with the thinking model's tokenizer
+# and QwQ's template (its prompt opens the reasoning, so every reply has a span to cut).
+UNSPLICEABLE = {
+    # kind: (architecture, the layers the turn report names)
+    "sliding-window": ("gemma3_text", "sliding-window layers"),
+    "hybrid": ("lfm2", "recurrent layers"),
+}
+
+
+@pytest.fixture(scope="module")
+def unspliceable_engines(arch_model_dir, thinking_model_dir, tmp_path_factory):
+    import json
+    import shutil
+
+    made: dict[str, Engine] = {}
+    thinking = thinking_model_dir((TEMPLATES / "qwq.jinja").read_text(), ())
+
+    def get(arch: str) -> Engine:
+        if arch not in made:
+            folder = tmp_path_factory.mktemp("thinking-arch") / arch
+            shutil.copytree(arch_model_dir(arch), folder)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(thinking / name, folder / name)
+            config = json.loads((folder / "config.json").read_text())
+            assert (
+                config["vocab_size"]
+                == json.loads((thinking / "config.json").read_text())["vocab_size"]
+            )
+            engine = Engine()
+            engine.load(folder)
+            assert engine.tokenizer.reasoning.has_reasoning
+            made[arch] = engine
+        return made[arch]
+
+    yield get
+    for engine in made.values():
+        engine.shutdown()
+
+
+@pytest.mark.parametrize("kind", sorted(UNSPLICEABLE))
+def test_a_cache_that_cannot_splice_falls_back_to_re_prefill(
+    unspliceable_engines, store, kind
+):
+    arch, layers = UNSPLICEABLE[kind]
+    engine = unspliceable_engines(arch)
+    # Seeded sampling, not greedy: greedy random weights of these shapes write only
+    # newlines, whose reply renders differently, a fallback of another cause.
+    preset = get_preset("chat").with_changes(
+        system_prompt="You are brief.",
+        temperature=1.0,
+        max_tokens=24,
+        thinking_budget=8,
+    )
+    session = ConversationSession.start(engine, store, preset, model=kind, seed=0)
+    held_before = 0
+    for turn in range(3):
+        report = session.send(f"Question {turn}: what is {turn} + {turn}?").wait()
+        if turn:
+            # Only what the cache kept is reused; the rest is prefilled again.
+            assert report.reused_tokens == held_before
+        assert report.reasoning_tokens > 0
+        # The turn report says the cut fell back, and why.
+        assert report.reasoning_cut_method == "truncate", report.reasoning_cut_method
+        assert report.reasoning_cut_tokens == 0
+        assert layers in report.reasoning_cut_note, report.reasoning_cut_note
+        cached = engine.cached_token_ids(session.cache_key)
+        messages = session.model_messages(session.context(), NEXT_TURN_PLACEHOLDER)
+        rendered = engine.render(messages, False, thinking=preset.thinking_settings())
+        assert rendered[: len(cached)] == cached, kind
+        assert report.context_tokens == len(cached)
+        held_before = len(cached)
+    # The replies' reasoning is still stored apart from their answers.
+    stored = store.messages(session.conversation_id)
+    assert all(m.reasoning for m in stored if m.role == "assistant")

@@ -43,3 +43,27 @@ def test_huge_texts_are_counted_but_not_kept(tokenizer):
     small = "a short message"
     tokenizer.count(small)
     assert small in tokenizer._counts._items
+
+
+def test_counting_in_pieces_is_exact_when_short_and_a_lower_bound_when_long(
+    tokenizer, monkeypatch
+):
+    from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
+
+    short = "a short message of a few words"
+    assert tokenizer.count_at_least(short, 1) == tokenizer.count(short)
+    text = " ".join(f"word{i % 97}, and more" for i in range(20_000))
+    assert len(text) > 3 * COUNT_PIECE_CHARS
+    exact = len(tokenizer.encode(text))
+    whole = tokenizer.count_at_least(text, 10**9)
+    assert exact - 20 <= whole <= exact
+    calls: list[int] = []
+    real_encode = tokenizer.encode
+    monkeypatch.setattr(
+        tokenizer,
+        "encode",
+        lambda piece: calls.append(len(piece)) or real_encode(piece),
+    )
+    assert tokenizer.count_at_least(text, 100) > 100
+    assert calls == [calls[0]] and calls[0] <= COUNT_PIECE_CHARS  # stopped at once
+    assert text not in tokenizer._counts._items

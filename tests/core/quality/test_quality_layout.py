@@ -99,3 +99,27 @@ def test_a_reasoning_templates_empty_thinking_block_is_part_of_the_question(
     assert chat.decode(question.answer_ids).strip() == "42"
     assert chat.decode(question.reply_ids).startswith("Your locker")
     assert "<think>" in chat.decode(question.prompt_ids[-6:])
+
+
+def test_a_trim_on_a_reasoning_template_splices_to_the_trimmed_context(
+    thinking_model_dir,
+):
+    # The dropped turns end with a reply: rendered alone, Qwen3's layout gives it an
+    # empty thinking block it does not have once the kept turns follow. The cut is
+    # where both contexts end alike, and splicing there gives the trimmed context.
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    from app.core.engine.quality.quality_scoring import ChatRenderer
+
+    chat = ChatRenderer(load_tokenizer(thinking_model_dir()))
+    dropped = [("user", "My locker is 42."), ("assistant", "Noted: locker 42.")]
+    kept = [("user", "My bike is red."), ("assistant", "Noted: a red bike.")]
+    trim = layout.trim_layout(chat.render, "sys", dropped, kept, "Locker 42.", SEPARATE)
+    spliced = (
+        trim.untrimmed_ids[: trim.keep]
+        + trim.insert_ids
+        + trim.untrimmed_ids[trim.drop_until :]
+    )
+    assert spliced == trim.trimmed_ids
+    assert chat.decode(trim.untrimmed_ids[trim.drop_until :]).count("locker") == 0
+    assert "red bike" in chat.decode(trim.untrimmed_ids[trim.drop_until :])

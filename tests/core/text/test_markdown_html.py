@@ -202,3 +202,40 @@ def test_inline_nesting_is_bounded_without_losing_text(plain):
 
 def test_control_characters_are_dropped():
     assert clean_text("a\x00b\x1bc\r\nd\te\rf") == "abc\nd\te\nf"
+
+
+def test_a_huge_paragraph_is_cut_into_pieces_that_read_on(plain):
+    """#31 point 7: Qt lays out one paragraph at once, quadratic in a run without
+    spaces (a 1 MB line froze the window for tens of seconds)."""
+    from app.core.text.qt_html_renderer import PIECE_CHARS
+
+    unbroken = "x" * (PIECE_CHARS * 10)
+    rendered = render_markdown(unbroken)
+    assert len(rendered.blocks) == 10
+    assert all(len(plain(block)) <= PIECE_CHARS for block in rendered.blocks)
+    assert "".join(plain(block) for block in rendered.blocks) == unbroken
+    assert rendered.settled == len(rendered.blocks)
+
+    words = " ".join(f"w{i}" for i in range(PIECE_CHARS * 2))
+    pieces = render_markdown(f"# {words}").blocks
+    assert len(pieces) > 3 and all(p.startswith("<h1") for p in pieces)
+    # Cut after a space: every piece ends a word and the words read on in order.
+    texts = [plain(piece) for piece in pieces]
+    assert all(text.endswith(" ") for text in texts[:-1])
+    assert "".join(texts) == words
+
+
+def test_tags_open_at_a_cut_are_closed_before_it_and_opened_after_it(plain):
+    from app.core.text.qt_html_renderer import PIECE_CHARS
+
+    long_words = " ".join("word" for _ in range(PIECE_CHARS))
+    text = f"before **bold [link *{long_words}* end](https://a.example) after** tail"
+    pieces = render_markdown(text).blocks
+    assert len(pieces) > 2
+    for piece in pieces:
+        for tag in ("strong", "a", "em"):
+            assert piece.count(f"<{tag}") == piece.count(f"</{tag}>")
+    middle = pieces[1]
+    assert middle.startswith('<p style="margin-top: 0px; margin-bottom: 0px;">')
+    assert '<strong><a href="https://a.example"><em>' in middle
+    assert plain("".join(pieces)).split() == plain(render_markdown(text).html).split()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QTimer, QUrl
 from PySide6.QtGui import QGuiApplication, QTextDocument
+from PySide6.QtWidgets import QScrollArea
 
 from app.core.text import incremental_markdown
 from app.core.text.markdown_html import render_markdown
@@ -168,3 +169,60 @@ def test_a_theme_change_keeps_the_old_pieces_until_the_new_ones_are_ready(qtbot,
     pieces = [*view._sealed, view._live]
     assert all(p.document().defaultStyleSheet() == dark for p in pieces)
     assert view.pieces == before
+
+
+@pytest.fixture
+def scrolled_view(qtbot):
+    """A view inside a scroll area, as in the chat (a bare view grows its window)."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.resize(700, 400)
+    widget = RichTextView()
+    area.setWidget(widget)
+    qtbot.addWidget(area)
+    area.show()
+    yield widget  # the area stays referenced (alive) until the test ends
+
+
+def _pieces_over_time(qtbot, view) -> list[int]:
+    """How many documents the view held, looked at every millisecond until done."""
+    seen = [view.pieces]
+    timer = QTimer()
+    timer.timeout.connect(lambda: seen.append(view.pieces))
+    timer.start(1)
+    _wait_until_shown(qtbot, view, timeout=120_000)
+    timer.stop()
+    return seen
+
+
+@pytest.mark.parametrize("line", ["x" * 1_000_000, "word " * 200_000])
+def test_a_reply_of_one_huge_line_is_laid_out_in_pieces_between_events(
+    qtbot, scrolled_view, line
+):
+    """#31 point 7: one 1 MB line was one document, laid out in one go (23-33 s of
+    frozen window); now no document holds much more than a sealed piece, and the
+    event loop runs between them."""
+    view = scrolled_view
+    view.set_markdown(line, LIGHT_THEME)
+    seen = _pieces_over_time(qtbot, view)
+    documents = [*view._sealed, view._live]
+    assert max(len(d.toPlainText()) for d in documents) <= 2 * SEAL_CHARS
+    assert view.pieces >= len(line) // (2 * SEAL_CHARS)
+    # Laid out over many event-loop turns, a few pieces at a time.
+    growing = sorted(set(seen))
+    assert len(growing) > 5 and growing[1] - growing[0] < view.pieces // 5
+    assert "".join(view.toPlainText().split()) == "".join(line.split())
+
+
+def test_a_huge_typed_message_is_laid_out_in_pieces_too(qtbot, scrolled_view):
+    view = scrolled_view
+    text = "y" * 300_000 + "\nlast line"
+    view.set_plain(text)
+    seen = _pieces_over_time(qtbot, view)
+    assert len(set(seen)) > 2
+    assert max(len(d.toPlainText()) for d in [*view._sealed, view._live]) <= (
+        2 * SEAL_CHARS
+    )
+    assert view.toPlainText().replace("\n", "") == text.replace("\n", "")
+    view.set_markdown("now *Markdown*", LIGHT_THEME)  # replaces every plain piece
+    assert view.toPlainText() == "now Markdown" and view.pieces == 1

@@ -141,7 +141,9 @@ def run(ctx: BenchContext) -> PartResult:
     engine, _ = _reference_engine(ctx)
     folder = Path(ctx.scratch or ctx.out_dir) / "recall"
     folder.mkdir(parents=True, exist_ok=True)
-    cases_per_cell = QUICK_CASES if ctx.settings.quick else FULL_CASES
+    cases_per_cell = ctx.settings.recall_cases or (
+        QUICK_CASES if ctx.settings.quick else FULL_CASES
+    )
     try:
         loaded = engine.submit(engine._require_model).result()
         tokenizer = loaded.tokenizer
@@ -171,6 +173,10 @@ def _preset(mode: str):
         summary_mode="extractive",
         kv_bits=16,
         recall=mode == "recall",
+        # No thinking budget of its own: a budget is room on top of max_tokens, and
+        # the chat preset's would not fit the 512-token limit (any reasoning shares
+        # the reply's 16 tokens, as when this part was measured).
+        thinking_budget=0,
     )
 
 

@@ -50,10 +50,10 @@ def available(ctx: BenchContext) -> str | None:
     return None
 
 
-def agent_tools() -> list[dict]:
+def agent_tools(count: int = TOOL_COUNT) -> list[dict]:
     """A coding agent's tool set: long descriptions, several typed parameters."""
     tools = []
-    for i in range(TOOL_COUNT):
+    for i in range(count):
         properties: dict = {
             "path": {"type": "string", "description": "Absolute path of the file."},
             "mode": {"enum": ["read", "write", "append", "list"]},
@@ -126,7 +126,9 @@ def _compile_seconds(ctx: BenchContext, specs) -> tuple[float, float]:
     mask = matcher.compute_bitmask()  # the first mask finishes the lazy compile
     compile_s = time.perf_counter() - started
     if matcher.is_error() or not mask:
-        raise RuntimeError(f"the 20-tool grammar failed: {matcher.get_error()}")
+        raise RuntimeError(
+            f"the {len(specs)}-tool grammar failed: {matcher.get_error()}"
+        )
     return tokenizer_s, compile_s
 
 
@@ -154,7 +156,7 @@ def run(ctx: BenchContext) -> PartResult:
     ]
     # First, while the model's llguidance tokenizer is not built yet: its build is
     # timed here once.
-    raw_tools = agent_tools()
+    raw_tools = agent_tools(s.structured_tools)
     specs = parse_tools(raw_tools)
     tokenizer_s, compile_s = _compile_seconds(ctx, specs)
     constrained = TurnTools(response_schema=SCHEMA)
