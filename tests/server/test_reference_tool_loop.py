@@ -1,10 +1,15 @@
 """A model that calls a tool by itself, through the real `openai` client.
 
-The shipped reference model learned its tool-call format (docs/reference-model.md):
-given a tool and a question, it writes the call with the argument copied from the
-question, and answers from the tool's result. Nothing here is steered or fed in:
-greedy generation by the real weights through `swapless serve`, parsed by mlx-lm's
-parser for the model's own format, sent back as OpenAI's ``tool_calls``.
+What a user of an agent client needs from a model: given a tool and a question, it
+writes the call with the argument copied from the question, and answers from the
+tool's result. Nothing here is steered or fed in: greedy generation by the shipped
+reference model's real weights through `swapless serve`, parsed by mlx-lm's parser for
+the model's own format, sent back as OpenAI's ``tool_calls``.
+
+The reference model has not learned this yet (docs/reference-model.md: right function
+and argument in 6.7 % of held-out probes, 0 % for catalogue tools like this one), so
+the test is a strict expected failure: it turns into a failure the day a retraining
+teaches the model, and then the mark goes.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ def engine(tmp_path_factory):
     engine.shutdown()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the reference model does not call tools yet (docs/reference-model.md)",
+)
 @pytest.mark.parametrize("thinking", [False, True])
 def test_the_model_calls_the_tool_and_answers_from_its_result(
     serve, make_preset, engine, thinking

@@ -142,7 +142,7 @@ def test_replies_weigh_fully_and_prompts_a_tenth():
     )
     assert format_tasks.call_text(task) in heavy
     assert task.result in heavy
-    assert task.messages[0]["content"] not in heavy  # the question is prompt
+    assert "<tools>" not in heavy and "<|im_start|>user" not in heavy  # prompt
     assert set(weights.tolist()) == {1.0, corpus.PROMPT_WEIGHT}
 
 
