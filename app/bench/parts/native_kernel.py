@@ -160,7 +160,8 @@ def _measure(ctx: BenchContext, folder: Path, shape: str) -> dict:
     tokens = s.native_decode_tokens
     _decode(kernel_model, tokenizer, prompt, 2)  # warm both
     _decode(dense_model, tokenizer, prompt, 2)
-    kernel_runs, dense_runs = [], []
+    kernel_runs: list[tuple[float, str]] = []
+    dense_runs: list[tuple[float, str]] = []
     for pair in range(s.native_pairs):
         order = [(kernel_model, kernel_runs), (dense_model, dense_runs)]
         for model, runs in order if pair % 2 == 0 else order[::-1]:
