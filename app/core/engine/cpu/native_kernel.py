@@ -25,6 +25,9 @@ DECODE_ROWS = 8
 """Inputs with at most this many rows go through the kernel."""
 SUPPORTED = {(4, 32), (4, 64), (4, 128), (8, 32), (8, 64), (8, 128)}
 """(bits, group) pairs the kernel computes."""
+WIDEN_BYTES = 32 * 2**20
+"""Most float32 bytes of one matrix widened at a time for a long input: a large output
+projection (a 151936-row vocabulary) is widened and multiplied in pieces."""
 TOLERANCE = 1e-4
 """Self-test bound on ``|kernel - mx.quantized_matmul|`` relative to the output's scale."""
 
@@ -70,9 +73,23 @@ def _project(
     if rows <= DECODE_ROWS:
         return _kernel().quantized_matvec(x, weight, scales, biases, group, bits)
     # Prefill: MLX's CPU quantized matmul is scalar code; one layer widened for the
-    # BLAS matmul is far faster and is freed as soon as the product is done.
-    dense = mx.dequantize(weight, scales, biases, group, bits)
-    return x @ dense.T.astype(x.dtype)
+    # BLAS matmul is far faster and is freed as soon as the product is done. Without
+    # the dependency on x, MLX may widen several layers ahead of their turn (they
+    # depend on nothing computed), holding them all at once.
+    weight = mx.depends(weight, x)
+    piece = max(1, WIDEN_BYTES // (4 * x.shape[-1]))
+    outputs = [
+        x
+        @ mx.dequantize(
+            weight[start : start + piece],
+            scales[start : start + piece],
+            biases[start : start + piece],
+            group,
+            bits,
+        ).T.astype(x.dtype)
+        for start in range(0, weight.shape[0], piece)
+    ]
+    return outputs[0] if len(outputs) == 1 else mx.concatenate(outputs, axis=-1)
 
 
 class KernelLinear(nn.QuantizedLinear):

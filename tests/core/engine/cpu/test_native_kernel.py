@@ -182,3 +182,20 @@ def test_without_a_build_the_reason_says_how_to_get_one(
         False, "not built (run `make native`)"
     )
     assert not any(isinstance(m, nn.QuantizedLinear) for _, m in model.named_modules())
+
+
+@pytest.mark.parametrize("widen_rows", [1000, 7], ids=["whole", "pieces"])
+def test_long_inputs_widen_the_layer_transiently(kernel, monkeypatch, widen_rows):
+    # More than DECODE_ROWS rows: widened to float32 for BLAS, a big matrix in pieces
+    # (50 output rows in pieces of 7: the last piece is short).
+    rng = np.random.default_rng(11)
+    weights = mx.array(rng.standard_normal((50, 96)).astype(np.float32))
+    packed, scales, biases = mx.quantize(weights, group_size=32, bits=4)
+    x = mx.array(rng.standard_normal((2, 10, 96)).astype(np.float32))
+    expected = mx.quantized_matmul(x, packed, scales, biases, group_size=32, bits=4)
+    monkeypatch.setattr(native_kernel, "WIDEN_BYTES", 4 * 96 * widen_rows)
+    got = native_kernel._project(x, packed, scales, biases, 32, 4)
+    assert got.shape == (2, 10, 50)
+    assert float(mx.abs(got - expected).max()) <= 1e-4 * (
+        1.0 + float(mx.abs(expected).max())
+    )
