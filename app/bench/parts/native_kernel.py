@@ -29,7 +29,9 @@ RATIO_KEY = "native_kernel_decode_vs_float32"
 BYTES_KEY = "native_kernel_weight_bytes_vs_float32"
 BITS = 4
 GROUP = 64
-PROMPT_TOKENS = 16
+PROMPT_TOKENS = 64
+"""Prompt of each decode run; its prefill (over 8 rows: layers widened one at a time)
+is timed as the time to the first token."""
 
 
 def available(ctx: BenchContext) -> str | None:
@@ -64,18 +66,22 @@ def _load(folder: Path, native: bool):
     return model, load_tokenizer(folder), state, backend.parameter_bytes(model)
 
 
-def _decode(model, tokenizer, prompt: list[int], tokens: int) -> tuple[float, str]:
+def _decode(
+    model, tokenizer, prompt: list[int], tokens: int
+) -> tuple[float, str, float]:
+    """Decode tok/s, the text and the time to the first token (the prefill)."""
     from mlx_lm.generate import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
     times, parts = [], []
+    started = time.perf_counter()
     for response in stream_generate(
         model, tokenizer, prompt, max_tokens=tokens, sampler=make_sampler(temp=0.0)
     ):
         times.append(time.perf_counter())
         parts.append(response.text)
     tps = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
-    return tps, "".join(parts)
+    return tps, "".join(parts), times[0] - started
 
 
 def _best(fn, reps: int) -> float:
@@ -160,8 +166,8 @@ def _measure(ctx: BenchContext, folder: Path, shape: str) -> dict:
     tokens = s.native_decode_tokens
     _decode(kernel_model, tokenizer, prompt, 2)  # warm both
     _decode(dense_model, tokenizer, prompt, 2)
-    kernel_runs: list[tuple[float, str]] = []
-    dense_runs: list[tuple[float, str]] = []
+    kernel_runs: list[tuple[float, str, float]] = []
+    dense_runs: list[tuple[float, str, float]] = []
     for pair in range(s.native_pairs):
         order = [(kernel_model, kernel_runs), (dense_model, dense_runs)]
         for model, runs in order if pair % 2 == 0 else order[::-1]:
@@ -174,6 +180,8 @@ def _measure(ctx: BenchContext, folder: Path, shape: str) -> dict:
         "kernel_path": state.reason,
         "kernel_tps": [r[0] for r in kernel_runs],
         "float32_tps": [r[0] for r in dense_runs],
+        "kernel_ttft_s": [r[2] for r in kernel_runs],
+        "float32_ttft_s": [r[2] for r in dense_runs],
         "same_text": all(
             k[1] == d[1] for k, d in zip(kernel_runs, dense_runs, strict=True)
         ),
@@ -198,6 +206,8 @@ def run(ctx: BenchContext) -> PartResult:
     read_bw = limits.for_run(ctx).read_bytes_per_s
     found = ctx.engine.submit(_measure, ctx, folder, s.native_shape).result()
     ratios = summarize(pair_ratios(found["kernel_tps"], found["float32_tps"]))
+    # Prefill speed ratio: float32's time to first token ÷ the kernel model's.
+    prefill = summarize(pair_ratios(found["float32_ttft_s"], found["kernel_ttft_s"]))
     bytes_ratio = found["kernel_weight_bytes"] / found["float32_weight_bytes"]
     for matrix in found["matrices"]:
         matrix["kernel_vs_read_bandwidth"] = matrix["kernel_bytes_per_s"] / read_bw
@@ -212,6 +222,9 @@ def run(ctx: BenchContext) -> PartResult:
         "kernel_path": found["kernel_path"],
         "kernel_decode_tps": summarize(found["kernel_tps"]),
         "float32_decode_tps": summarize(found["float32_tps"]),
+        "kernel_ttft_s": summarize(found["kernel_ttft_s"]),
+        "float32_ttft_s": summarize(found["float32_ttft_s"]),
+        "prefill_speed_ratio": prefill,
         "same_greedy_text": found["same_text"],
         "kernel_weight_bytes": found["kernel_weight_bytes"],
         "float32_weight_bytes": found["float32_weight_bytes"],
@@ -228,6 +241,12 @@ def run(ctx: BenchContext) -> PartResult:
             f"Decode tok/s, kernel ÷ float32 dequantized ({label})",
             f"{ratios['median']:.2f}",
             spread_text(ratios, 2),
+        ),
+        Row(
+            f"Prefill speed ({PROMPT_TOKENS}-token prompt, time to first token), "
+            "kernel model ÷ float32",
+            f"{prefill['median']:.2f}",
+            spread_text(prefill, 2),
         ),
         Row(
             f"Resident weight bytes, kernel ÷ float32 ({s.native_shape})",
