@@ -199,3 +199,27 @@ def test_long_inputs_widen_the_layer_transiently(kernel, monkeypatch, widen_rows
     assert float(mx.abs(got - expected).max()) <= 1e-4 * (
         1.0 + float(mx.abs(expected).max())
     )
+
+
+def test_the_float32_path_widens_the_quantized_weights_exactly(
+    tiny_4bit_dir, monkeypatch
+):
+    # Today's path (no kernel) must compute the quantized model too: weights widened
+    # at the file's bfloat16 scales were rounded to bfloat16 (logits 1 % off).
+    from mlx_lm.utils import load_model
+
+    monkeypatch.setenv(native_build.DISABLE_ENV, "0")
+    raw, _ = load_model(tiny_4bit_dir)
+    layer = raw.model.layers[0].mlp.up_proj
+    assert layer["scales"].dtype == mx.bfloat16
+    exact = mx.dequantize(
+        layer["weight"],
+        layer["scales"].astype(mx.float32),
+        layer["biases"].astype(mx.float32),
+        layer.group_size,
+        layer.bits,
+    )
+    _, model = _greedy(tiny_4bit_dir, "hello", 1)
+    widened = model.model.layers[0].mlp.up_proj.weight
+    assert widened.dtype == mx.float32
+    assert mx.array_equal(widened, exact)
