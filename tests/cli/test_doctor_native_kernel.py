@@ -50,4 +50,6 @@ def test_a_build_for_these_sources_is_found(tmp_path, monkeypatch, capsys):
 
 def test_switched_off_is_said(monkeypatch, capsys):
     monkeypatch.setenv(native_build.DISABLE_ENV, "0")
-    assert _runtime(capsys)["native_kernel"] == "switched off (SWAPLESS_NATIVE_KERNEL=0)"
+    assert (
+        _runtime(capsys)["native_kernel"] == "switched off (SWAPLESS_NATIVE_KERNEL=0)"
+    )

@@ -139,11 +139,17 @@ def tiny_4bit_dir(tmp_path_factory):
     return folder
 
 
+@pytest.mark.parametrize("repeats", [10, 80], ids=["kernel-prefill", "widened-prefill"])
 def test_greedy_text_is_the_same_with_and_without_the_kernel(
-    kernel, tiny_4bit_dir, monkeypatch
+    kernel, tiny_4bit_dir, monkeypatch, repeats
 ):
-    # 40 prompt tokens go through the widened prefill path, then decode uses the kernel.
-    prompt = "the quick brown fox " * 10
+    # ~40 prompt tokens are prefilled by the kernel in passes of 8 rows; past
+    # KERNEL_ROWS tokens the layers are widened for the prefill. Decode: the kernel.
+    prompt = "the quick brown fox " * repeats
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    count = len(load_tokenizer(tiny_4bit_dir).encode(prompt))
+    assert (count > native_kernel.KERNEL_ROWS) == (repeats == 80), count
     with_kernel, model = _greedy(tiny_4bit_dir, prompt, 24)
     state = backend.kernel_state()
     assert state.used, state.reason
@@ -186,16 +192,17 @@ def test_without_a_build_the_reason_says_how_to_get_one(
 
 @pytest.mark.parametrize("widen_rows", [1000, 7], ids=["whole", "pieces"])
 def test_long_inputs_widen_the_layer_transiently(kernel, monkeypatch, widen_rows):
-    # More than DECODE_ROWS rows: widened to float32 for BLAS, a big matrix in pieces
+    # More than KERNEL_ROWS rows: widened to float32 for BLAS, a big matrix in pieces
     # (50 output rows in pieces of 7: the last piece is short).
     rng = np.random.default_rng(11)
     weights = mx.array(rng.standard_normal((50, 96)).astype(np.float32))
     packed, scales, biases = mx.quantize(weights, group_size=32, bits=4)
-    x = mx.array(rng.standard_normal((2, 10, 96)).astype(np.float32))
+    rows = native_kernel.KERNEL_ROWS // 2 + 1
+    x = mx.array(rng.standard_normal((2, rows, 96)).astype(np.float32))
     expected = mx.quantized_matmul(x, packed, scales, biases, group_size=32, bits=4)
     monkeypatch.setattr(native_kernel, "WIDEN_BYTES", 4 * 96 * widen_rows)
     got = native_kernel._project(x, packed, scales, biases, 32, 4)
-    assert got.shape == (2, 10, 50)
+    assert got.shape == (2, rows, 50)
     assert float(mx.abs(got - expected).max()) <= 1e-4 * (
         1.0 + float(mx.abs(expected).max())
     )
