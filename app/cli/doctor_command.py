@@ -96,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"Runtime: MLX {profile.backend} backend"
             + (
-                "; quantized weights are dequantized to float32 and the KV cache is "
-                "float32 (the fast path on CPU)."
+                "; quantized weights are dequantized to float32 (unless the native "
+                "kernel below serves them) and the KV cache is float32 (the fast path "
+                "on CPU)."
                 if profile.dense_weights
                 else "; weights stay as stored."
             )

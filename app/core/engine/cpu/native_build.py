@@ -171,7 +171,8 @@ def build(*, quiet: bool = True) -> BuildState:
 
 def main() -> int:
     """Build the kernel, printing one line; exit 1 when it could not be built."""
-    print("Building the native quantized kernel (a minute or more)...", flush=True)
+    if state().path is None:
+        print("Building the native quantized kernel (minutes)...", flush=True)
     result = build(quiet=False)
     print(result.reason if result.path is None else f"Native kernel {result.reason}")
     return 0 if result.path is not None else 1
