@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from app.core.recall.block import choose
+from app.core.recall.block import Recallable, choose
+from app.core.recall.in_memory import Original, search_messages
 from app.core.recall.query import recall_query
 from app.core.store import Store
-from app.core.store.records import Message, RecalledMessage
+from app.core.store.records import RecalledMessage
+
+Found = list[tuple[tuple[Recallable, ...], float]]
 
 # Candidate pairs fetched per turn: more than ever fit, few enough to stay fast.
 SEARCH_PAIRS = 12
@@ -17,9 +20,7 @@ SEARCH_PAIRS = 12
 TIE_BAND = 0.2
 
 
-def newer_among_equals(
-    found: list[tuple[tuple[Message, ...], float]],
-) -> list[tuple[Message, ...]]:
+def newer_among_equals(found: Found) -> list[tuple[Recallable, ...]]:
     """Order pairs by BM25 relevance, the newer first among near-equals.
 
     A fact stated again later ("my locker number is now 10") matches the question as
@@ -83,12 +84,47 @@ def recall_for(
     query = recall_query(text)
     if not query or budget <= 0:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
+    found: Found = list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS))
+    return _chosen(found, query, budget, count_tokens, exclude, started)
+
+
+def recall_among(
+    messages: Sequence[Original],
+    text: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    exclude: Iterable[int] = (),
+) -> RecallResult:
+    """`recall_for` over messages that are not in the store (a server request's own
+    trimmed history, indexed for this request only).
+
+    Args:
+        messages: The trimmed messages, in conversation order.
+        text: The new user message.
+        budget: Tokens the recall block may take.
+        count_tokens: The model's tokenizer count.
+        exclude: Message ids already in the model's view.
+    """
+    started = time.perf_counter()
+    query = recall_query(text)
+    if not query or budget <= 0:
+        return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
+    found: Found = list(search_messages(messages, query, SEARCH_PAIRS))
+    return _chosen(found, query, budget, count_tokens, exclude, started)
+
+
+def _chosen(
+    found: Found,
+    query: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    exclude: Iterable[int],
+    started: float,
+) -> RecallResult:
     skip = set(exclude)
     found = [
         (pair, relevance)
-        for pair, relevance in store.search_trimmed(
-            conversation_id, query, SEARCH_PAIRS
-        )
+        for pair, relevance in found
         if not any(m.id in skip for m in pair)
     ]
     recalled = choose(newer_among_equals(found), budget, count_tokens)
