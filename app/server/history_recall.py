@@ -123,8 +123,10 @@ def recall_request(
         if index >= view.first_body_index
         for r in block
     ]
+    # As the client sent them: a block before a kept message is not its text.
+    newer = [(m.role, m.content) for m in history.messages[view.first_body_index : -1]]
     return recall_among(
-        trimmed, history.messages[-1].content, budget, count_tokens, in_view
+        trimmed, history.messages[-1].content, budget, count_tokens, in_view, newer
     )
 
 
