@@ -142,7 +142,9 @@ UPDATED = [
 def test_an_out_of_date_value_is_not_recalled_whatever_the_budget(store):
     conversation, ids = _conversation(store, UPDATED, trim_until=3)
     for budget in (40, 400):
-        result = recall_for(store, conversation, "What is my locker number?", budget, words)
+        result = recall_for(
+            store, conversation, "What is my locker number?", budget, words
+        )
         texts = " ".join(r.text for r in result.recalled)
         assert "52" in texts and "4417" not in texts
 

@@ -16,7 +16,9 @@ def test_facts_decisions_and_corrections_score_above_plain_talk():
 
 def test_the_users_my_is_the_assistants_your_and_not_its_my():
     user = claims("My name is Ana.", "user")
-    reply = claims("Hello Ana, your name is lovely and my name is Swapless.", "assistant")
+    reply = claims(
+        "Hello Ana, your name is lovely and my name is Swapless.", "assistant"
+    )
     assert user[0].subject == reply[0].subject == "user: name"
     assert reply[1].subject == "assistant: name"
     assert user[0].value == "ana"
