@@ -443,7 +443,9 @@ class CompletionService:
         if last in blocks:
             return view, RecallResult(blocks[last], "", len(blocks[last]), 0.0)
         budget = recall_room(limit, max_tokens, prompt_tokens)
-        recall = recall_request(history, view, blocks, budget, self.engine.count_tokens)
+        recall = recall_request(
+            self.recalls, history, view, blocks, budget, self.engine.count_tokens
+        )
         if not recall.recalled:
             return view, recall
         self.recalls.remember(history.hashes[last], recall.recalled)

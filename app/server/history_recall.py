@@ -15,17 +15,20 @@ the next request is trimmed (and recalls) afresh.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import replace
 
 from app.core.recall.block import recall_budget, with_recall
-from app.core.recall.in_memory import Original
+from app.core.recall.in_memory import MessageIndex, Original
 from app.core.recall.recaller import RecallResult, recall_among
 from app.core.store.records import RecalledMessage
 from app.server.openai_chat.client_history import ClientHistory, ModelView
 
 # Blocks remembered (a few KB each); the oldest unused ones go first.
 MAX_RECALL_RECORDS = 2048
+# Indexes of trimmed histories kept (one per recently trimmed conversation).
+MAX_INDEXES = 8
 # Tokens left unused where the block joins the message (the block's own count is exact).
 JOIN_MARGIN = 4
 
@@ -40,6 +43,7 @@ class RecallRecords:
     def __init__(self, capacity: int = MAX_RECALL_RECORDS):
         self.capacity = capacity
         self._blocks: OrderedDict[str, tuple[RecalledMessage, ...]] = OrderedDict()
+        self._indexes: OrderedDict[str, MessageIndex] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -65,10 +69,35 @@ class RecallRecords:
                     found[index] = block
             return found
 
+    def index_of(self, history: ClientHistory, view: ModelView) -> MessageIndex:
+        """The index of ``history``'s trimmed messages, built once per trim.
+
+        It is keyed by the prefix hash of the last trimmed message: the same trimmed
+        part (every later request of the conversation until its next trim) finds it.
+        """
+        key = history.hashes[view.first_body_index - 1]
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is not None:
+                self._indexes.move_to_end(key)
+                return index
+        trimmed = [
+            Original(i, message.role, message.content)
+            for i, message in enumerate(history.messages)
+            if history.system_count <= i < view.first_body_index
+        ]
+        index = MessageIndex(trimmed)
+        with self._lock:
+            self._indexes[key] = index
+            while len(self._indexes) > MAX_INDEXES:
+                self._indexes.popitem(last=False)
+        return index
+
     def clear(self) -> None:
-        """Forget every block."""
+        """Forget every block and index."""
         with self._lock:
             self._blocks.clear()
+            self._indexes.clear()
 
 
 def with_blocks(
@@ -93,6 +122,7 @@ def recall_room(limit: int, max_tokens: int, prompt_tokens: int) -> int:
 
 
 def recall_request(
+    records: RecallRecords,
     history: ClientHistory,
     view: ModelView,
     blocks: dict[int, tuple[RecalledMessage, ...]],
@@ -102,6 +132,7 @@ def recall_request(
     """Recall the trimmed originals the request's newest message needs.
 
     Args:
+        records: Where the index of the trimmed part is kept between requests.
         history: The client's messages.
         view: What the model sees (the summary covers the messages before its body).
         blocks: Remembered blocks of the history's messages (`RecallRecords.blocks`):
@@ -109,13 +140,10 @@ def recall_request(
         budget: Tokens the block may take.
         count_tokens: The model's tokenizer count.
     """
-    trimmed = [
-        Original(index, message.role, message.content)
-        for index, message in enumerate(history.messages)
-        if history.system_count <= index < view.first_body_index
-        and message.role in ("user", "assistant")
-    ]
-    if not trimmed or history.messages[-1].role != "user":
+    if (
+        view.first_body_index <= history.system_count
+        or history.messages[-1].role != "user"
+    ):
         return RecallResult((), "", 0, 0.0)
     in_view = [
         r.message_id
@@ -125,9 +153,13 @@ def recall_request(
     ]
     # As the client sent them: a block before a kept message is not its text.
     newer = [(m.role, m.content) for m in history.messages[view.first_body_index : -1]]
-    return recall_among(
-        trimmed, history.messages[-1].content, budget, count_tokens, in_view, newer
+    started = time.perf_counter()
+    index = records.index_of(history, view)
+    result = recall_among(
+        index, history.messages[-1].content, budget, count_tokens, in_view, newer
     )
+    # The time includes building the index (on the first request after a trim).
+    return replace(result, ms=(time.perf_counter() - started) * 1000)
 
 
 def recalled_json(result: RecallResult) -> list[dict]:

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.core.recall.block import choose
-from app.core.recall.in_memory import Original, search_messages
-from app.core.recall.query import recall_query, recall_terms, terms_query
+from app.core.recall.in_memory import MessageIndex
+from app.core.recall.query import recall_terms, terms_query
 from app.core.recall.ranking import Found, current_only, ranked
 from app.core.store import Store
 from app.core.store.records import RecalledMessage
@@ -75,7 +75,7 @@ def recall_for(
 
 
 def recall_among(
-    messages: Sequence[Original],
+    index: MessageIndex,
     text: str,
     budget: int,
     count_tokens: Callable[[str], int],
@@ -83,10 +83,10 @@ def recall_among(
     newer: Sequence[tuple[str, str]] = (),
 ) -> RecallResult:
     """`recall_for` over messages that are not in the store (a server request's own
-    trimmed history, indexed for this request only).
+    trimmed history, indexed in memory).
 
     Args:
-        messages: The trimmed messages, in conversation order.
+        index: The trimmed messages' index.
         text: The new user message.
         budget: Tokens the recall block may take.
         count_tokens: The model's tokenizer count.
@@ -94,10 +94,11 @@ def recall_among(
         newer: ``(role, text)`` of the messages in view after the trimmed ones.
     """
     started = time.perf_counter()
-    query = recall_query(text)
-    if not query or budget <= 0:
+    terms = recall_terms(text)
+    query = terms_query(index.informative_terms(terms)) if budget > 0 else ""
+    if not query:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
-    found: Found = list(search_messages(messages, query, SEARCH_PAIRS))
+    found: Found = list(index.search(query, SEARCH_PAIRS))
     return _chosen(found, query, budget, count_tokens, exclude, newer, started)
 
 
