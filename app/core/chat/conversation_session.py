@@ -496,6 +496,8 @@ class ConversationSession:
             self._turn_reserve if budget is None else budget,
             self.engine.count_tokens,
             exclude=in_view,
+            # A value restated in view makes a trimmed older one out of date.
+            newer=[(m.role, m.content) for m in context.messages],
         )
 
     def regenerate(self, cancel: CancelToken | None = None) -> ChatTurn:
