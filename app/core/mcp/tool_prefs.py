@@ -10,6 +10,7 @@ with (none at first: no server runs unless the user enables it).
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from app.core.errors import ToolServerError
 from app.core.files import paths
 from app.core.files.private_files import write_private_text
+from app.core.mcp.config import ServerConfig, parse_server
 
 PREFS_FILE = "mcp-prefs.json"
 DEFAULT_MAX_CALLS = 10
@@ -129,3 +131,41 @@ def save_prefs(prefs: ToolPrefs, path: Path | None = None) -> None:
     write_private_text(
         path or prefs_path(), json.dumps(prefs.to_dict(), indent=2) + "\n"
     )
+
+
+def server_from_fields(
+    name: str, runs: str, disabled: bool = False, keep: ServerConfig | None = None
+) -> ServerConfig:
+    """A server from what the Settings page's fields say.
+
+    Args:
+        name: The server's name.
+        runs: A Streamable HTTP URL, or the command line of a stdio server (split
+            as a shell would, without running one).
+        disabled: Configured but switched off.
+        keep: The server being edited: its environment, headers and working folder
+            (not shown on the page) are kept.
+
+    Raises:
+        ToolServerError: What `parse_server` refuses (a bad name, a URL that is not
+            https off this computer, an empty command), or unbalanced quotes.
+    """
+    text = runs.strip()
+    entry: dict[str, Any]
+    if text.startswith(("http://", "https://")):
+        entry = {"url": text}
+        if keep is not None and keep.headers:
+            entry["headers"] = dict(keep.headers)
+    else:
+        try:
+            words = shlex.split(text)
+        except ValueError as exc:
+            raise ToolServerError(f"the command line cannot be read: {exc}") from None
+        entry = {"command": words[0] if words else "", "args": words[1:]}
+        if keep is not None and keep.env:
+            entry["env"] = dict(keep.env)
+        if keep is not None and keep.cwd:
+            entry["cwd"] = keep.cwd
+    if disabled:
+        entry["disabled"] = True
+    return parse_server(name.strip(), entry)

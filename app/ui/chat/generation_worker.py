@@ -80,6 +80,7 @@ class GenerationWorker(QObject):
     _forget_requested = Signal(int)
     _settings_requested = Signal(object)
     _park_requested = Signal()
+    _tools_reload_requested = Signal()
 
     def __init__(self, store, engine=None, settings=None):
         super().__init__()
@@ -117,6 +118,7 @@ class GenerationWorker(QObject):
         self._forget_requested.connect(self._on_forget_requested)
         self._settings_requested.connect(self._on_settings_requested)
         self._park_requested.connect(self._on_park_requested)
+        self._tools_reload_requested.connect(self._on_tools_reload_requested)
 
     # -- requests (any thread; the work runs queued on the worker thread) -------------
 
@@ -174,6 +176,14 @@ class GenerationWorker(QObject):
             token = self._token
         if token is not None:
             token.cancel()
+
+    def reload_tools(self) -> None:
+        """Read the tool servers and preferences again from the next turn on."""
+        self._tools_reload_requested.emit()
+
+    @Slot()
+    def _on_tools_reload_requested(self) -> None:
+        self.tools.reload()
 
     def answer_consent(self, decision) -> None:
         """Answer the tool call waiting for consent (thread-safe; a `Decision`)."""
