@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from app.core.mcp.consent import Decision
 from app.core.store.calls.tool_calls import StoredToolCall
 from app.ui.chat.tool_call_card import ToolCallCard
@@ -41,7 +44,7 @@ def test_an_answered_call_is_one_line_that_opens_its_details(qtbot):
     assert '{"topic": "x"}' in card.details.text()
 
 
-def test_a_cut_result_shows_its_note_even_collapsed(qtbot):
+def test_a_cut_result_shows_its_note_even_collapsed(qtbot, tmp_path):
     note = "[Swapless cut this tool result: it was 40,000 tokens …]"
     cut = StoredToolCall(**{**CALL.__dict__, "result": "Line 0\n\n" + note})
     cut = StoredToolCall(**{**cut.__dict__, "cut_note": note, "tool": "big_result"})
@@ -50,6 +53,9 @@ def test_a_cut_result_shows_its_note_even_collapsed(qtbot):
     card.show()
     assert card.collapsed and card.note.isVisible() and card.note.text() == note
     assert "cut to fit" in card.header.text()
+    shots = Path(os.environ.get("SWAPLESS_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    card.grab().save(str(shots / "card-cut.png"))
 
 
 def test_a_denied_call_says_so(qtbot):

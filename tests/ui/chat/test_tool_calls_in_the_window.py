@@ -8,6 +8,7 @@ tools by itself, only the fixture changes.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -43,20 +44,39 @@ def tool_window(make_window, qtbot, thinking_model_dir, quick_preset, tool_choic
     return window
 
 
+def _shots(tmp_path: Path) -> Path:
+    """Where the cards' pictures go: $SWAPLESS_SCREENSHOTS (for a closing note) or tmp."""
+    folder = Path(os.environ.get("SWAPLESS_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def _asking_card(window) -> ToolCallCard | None:
     return next((c for c in window.tool_cards.cards.values() if c.asking), None)
+
+
+def _wait_for_question(qtbot, window) -> ToolCallCard:
+    """The card that asks; fails at once (with the notices) if the turn ends first."""
+    notices: list[str] = []
+    window.worker.tool_notice.connect(lambda _cid, text: notices.append(text))
+    qtbot.waitUntil(
+        lambda: _asking_card(window) is not None or window.turns.live is None,
+        timeout=150_000,
+    )
+    card = _asking_card(window)
+    assert card is not None, f"the turn ended without a question: {notices}"
+    return card
 
 
 def test_the_card_asks_and_an_allowed_call_is_shown_again_collapsed(
     qtbot, tool_window, tmp_path
 ):
     window = tool_window
-    with qtbot.waitSignal(window.turns.reply_finished, timeout=120_000) as blocker:
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=180_000) as blocker:
         assert window.turns.send("What is the secret word?")
-        qtbot.waitUntil(lambda: _asking_card(window) is not None, timeout=100_000)
-        card = _asking_card(window)
-        assert card is not None and sys.executable in card.question.text()
-        card.grab().save(str(tmp_path / "card-asking.png"))
+        card = _wait_for_question(qtbot, window)
+        assert sys.executable in card.question.text()
+        card.grab().save(str(_shots(tmp_path) / "card-asking.png"))
         card.buttons[Decision.ALLOW_ONCE].click()
     conversation_id, report = blocker.args
     assert report.tool_calls == 1
@@ -68,14 +88,14 @@ def test_the_card_asks_and_an_allowed_call_is_shown_again_collapsed(
     assert "periwinkle" in cards[0].details.text()
     (call,) = window.store.tool_calls(conversation_id)[cards[0].call.message_id]
     assert call.decision == "once" and "periwinkle" in call.result
-    cards[0].grab().save(str(tmp_path / "card-answered.png"))
+    cards[0].grab().save(str(_shots(tmp_path) / "card-answered.png"))
 
 
 def test_a_question_not_answered_before_stop_is_denied(qtbot, tool_window):
     window = tool_window
-    with qtbot.waitSignal(window.turns.reply_finished, timeout=120_000) as blocker:
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=180_000) as blocker:
         assert window.turns.send("Secret?")
-        qtbot.waitUntil(lambda: _asking_card(window) is not None, timeout=100_000)
+        _wait_for_question(qtbot, window)
         window.turns.stop()
     conversation_id, report = blocker.args
     calls = [
