@@ -261,3 +261,36 @@ def test_a_server_that_cannot_start_is_a_notice_and_the_turn_goes_on(
     notices = [e.text for e in events if isinstance(e, ToolNotice)]
     assert notices and "gone" in notices[0] and "not available" in notices[0]
     assert isinstance(events[-1], TurnFinished) and events[-1].report.tool_calls == 0
+
+
+def test_a_conversation_with_calls_trims_and_keeps_calls_with_their_replies(
+    tool_engine, store, host, tool_choices
+):
+    from app.core.chat.turn_events import Trimmed
+
+    setup = setup_for(
+        host,
+        tool_choices,
+        "secret_word",
+        policy=ConsentPolicy.from_settings(["tools/secret_word"]),
+    )
+    session = start(
+        tool_engine, store, setup, max_context=1280, summary_mode="extractive"
+    )
+    trimmed = False
+    for turn in range(12):
+        events = run(session, f"Turn {turn}: what is the secret word this time?")
+        assert isinstance(events[-1], TurnFinished)
+        trimmed |= any(isinstance(e, Trimmed) for e in events)
+        if trimmed:
+            break
+    assert trimmed, "the conversation should have outgrown 1280 tokens"
+    messages = session.model_messages(session.context())
+    # No result without the call that asked for it, none lost after a kept call.
+    for index, message in enumerate(messages):
+        if message["role"] == "tool":
+            caller = next(m for m in reversed(messages[:index]) if m["role"] != "tool")
+            ids = [c["id"] for c in caller.get("tool_calls", [])]
+            assert message["tool_call_id"] in ids
+    # The trimmed turn's prompt, tool results and all, fit the limit.
+    assert events[-1].report.prompt_tokens + 48 <= 1280
