@@ -354,33 +354,24 @@ def m006_recall_and_pins(db: Database) -> None:
 
 _V7_TOOL_CALLS = """CREATE TABLE IF NOT EXISTS tool_calls (
     id INTEGER PRIMARY KEY,
-    conversation_id INTEGER NOT NULL
-        REFERENCES conversations(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL DEFAULT 0,
-    call_id TEXT NOT NULL,
-    server TEXT NOT NULL DEFAULT '',
-    tool TEXT NOT NULL,
-    arguments TEXT NOT NULL DEFAULT '',
-    result TEXT NOT NULL DEFAULT '',
+    position INTEGER NOT NULL DEFAULT 0, call_id TEXT NOT NULL,
+    server TEXT NOT NULL DEFAULT '', tool TEXT NOT NULL,
+    arguments TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '',
     is_error INTEGER NOT NULL DEFAULT 0 CHECK (is_error IN (0, 1)),
-    decision TEXT NOT NULL DEFAULT '',
-    cut_note TEXT NOT NULL DEFAULT '',
-    original_tokens INTEGER,
-    result_tokens INTEGER,
-    seconds REAL,
+    decision TEXT NOT NULL DEFAULT '', cut_note TEXT NOT NULL DEFAULT '',
+    original_tokens INTEGER, result_tokens INTEGER, seconds REAL,
     created_at TEXT NOT NULL
 )"""
 
 
 @migration(7)
 def m007_tool_calls(db: Database) -> None:
-    """Keep each tool call a reply made, with the result the model was given.
+    """Keep each call a reply made (deleted with it) and the result the model got.
 
-    A call belongs to the assistant message that made it (deleted with it); the
-    result is stored as given to the model (cut, with the note, when it did not fit),
-    so a reopened conversation renders the same prompt and shows the same cards.
-    Databases written before this have no calls and open unchanged.
+    The result is stored as given (cut, with the note), so a reopened conversation
+    renders the same prompt and cards. Older databases have no calls.
     """
     _execute_all(
         db,
