@@ -1,10 +1,12 @@
-"""A trim plan checked against the exact rendered prompt, before the summary is written.
+"""A trim, step by step: the plan checked against the exact prompt, then the summary.
 
 The trim policy works from per-message estimates; `fit_plan` renders the trimmed
 prompt without its summary for real (with the conversation's tools, when it offers
 some), gives the summary the room that is left (at most the preset's
 ``summary_max_tokens``), and drops more of the oldest turns while not even a minimal
-summary would fit. Recall's reserve gives way before the last kept turn does.
+summary would fit; recall's reserve gives way before the last kept turn does.
+`trim_conversation` then writes the summary (a dropped reply's tool calls go into it
+as one line each, `with_gist`), reshapes the cache and stores the summary.
 """
 
 from __future__ import annotations
