@@ -35,6 +35,7 @@ from app.core.engine.events import GenerationEvent
 from app.core.mcp.consent import DENIED_TEXT, Decision, tool_key
 from app.core.mcp.result_fit import fit_result
 from app.core.presets.presets import Preset
+from app.core.reasoning.thinking import reply_room
 from app.core.recall.recaller import RecallResult
 from app.core.store import Store
 from app.core.store.calls.tool_calls import StoredToolCall
@@ -251,12 +252,13 @@ class ToolLoop:
                 messages, True, template_tools, session.preset.thinking_settings()
             )
         )
-        room = (
-            session.effective_limit()
-            - session.preset.max_tokens
-            - prompt
-            - RESULT_FRAMING_TOKENS
+        # The reply's room includes a thinking budget where the model thinks.
+        reply = reply_room(
+            session.preset.max_tokens,
+            session.preset.thinking_settings(),
+            session.engine.tokenizer.reasoning,
         )
+        room = session.effective_limit() - reply - prompt - RESULT_FRAMING_TOKENS
         return max(room, 0)
 
     def _run_call(
