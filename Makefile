@@ -16,7 +16,7 @@ else ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif
 
-.PHONY: run test test-slow soak lint format bench screenshot screenshots package package-test install-desktop clean
+.PHONY: native run test test-slow soak lint format bench screenshot screenshots package package-test install-desktop clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Swapless needs Python 3.11+"'
@@ -27,6 +27,11 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/swapless
+
+# The optional native quantized kernel (docs/native-kernel.md): built once per MLX
+# version into ~/.cache/swapless/native; without it the CPU backend dequantizes.
+native: $(STAMP)
+	nice $(BIN)/python -m app.core.engine.cpu.native_build
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests $(wildcard packaging)

@@ -16,6 +16,7 @@ from types import ModuleType
 _MODULES = {
     "limits": "app.bench.parts.limits",
     "engine_overhead": "app.bench.parts.engine_overhead",
+    "native_kernel": "app.bench.parts.native_kernel",
     "kv_bytes": "app.bench.parts.kv_bytes",
     "turn_reuse": "app.bench.parts.turn_reuse",
     "splice": "app.bench.parts.splice",

@@ -84,6 +84,10 @@ class BenchSettings:
         reasoning_turns: Thinking turns of the reasoning part's conversation.
         reasoning_max_tokens: Reply length (reasoning and answer) of each turn.
         reasoning_budget: Thinking budget of each turn.
+        native_shape: Model shape of the native-kernel comparison (4-bit weights).
+        native_pairs: Interleaved kernel/float32 decode pairs.
+        native_decode_tokens: Greedy tokens timed per decode run.
+        native_reps: Repetitions of each kernel bandwidth timing (the best counts).
     """
 
     quick: bool = False
@@ -137,6 +141,10 @@ class BenchSettings:
     reasoning_turns: int = 10
     reasoning_max_tokens: int = 96
     reasoning_budget: int = 64
+    native_shape: str = "qwen05"
+    native_pairs: int = 3
+    native_decode_tokens: int = 24
+    native_reps: int = 5
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -190,6 +198,9 @@ QUICK = BenchSettings(
     aged_decode_tokens=16,
     aged_decode_rounds=2,
     ui_cold_start_runs=1,
+    native_pairs=1,
+    native_decode_tokens=12,
+    native_reps=3,
 )
 SMOKE = QUICK.with_changes(
     overhead_pairs=2,
@@ -241,6 +252,9 @@ SMOKE = QUICK.with_changes(
     reasoning_turns=2,
     reasoning_max_tokens=24,
     reasoning_budget=12,
+    native_shape="tiny",
+    native_decode_tokens=4,
+    native_reps=1,
 )
 """The smallest sizes that still run every part's code end to end on the ``tiny``
 model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""

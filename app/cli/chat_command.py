@@ -13,12 +13,17 @@ import argparse
 import json
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli import arg_types
+from app.cli.mcp_command import add_chat_arguments, tool_event_line
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import VALID_KV_BITS, VALID_KV_GROUPS
 from app.core.presets.presets import VALID_TRIM_METHODS
 from app.core.text.unicode_text import decode_line, invalid_text
+
+if TYPE_CHECKING:
+    from app.core.chat.tool_setup import ToolSetup
 
 
 def register(subcommands) -> None:
@@ -88,6 +93,7 @@ def register(subcommands) -> None:
         help="do not print a reasoning model's thoughts (they are still stored)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per turn")
+    add_chat_arguments(parser)
     parser.add_argument(
         "--json-schema",
         metavar="FILE",
@@ -190,6 +196,8 @@ def _run_turn(turn, show: bool, show_reasoning: bool = True):
             report = event.report
         elif not show or output_closed:
             continue
+        elif (line := tool_event_line(event)) is not None:
+            _say(line)
         elif isinstance(event, GenerationEvent):
             try:
                 printer.print(event.text, event.channel)
@@ -236,18 +244,34 @@ def run(args: argparse.Namespace) -> int:
         from app.core.tools.schema_file import load_schema_file
 
         schema = load_schema_file(args.json_schema)
-    runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
+    from app.cli.mcp_command import chat_tools
+
+    # A bad --mcp file is one line before the model loads; servers start here.
+    interactive = sys.stdin.isatty() and not args.json
+    tools, host = chat_tools(args, interactive, _read_line, _say)
     try:
-        return _Chat(args, runtime, schema).loop()
+        runtime = open_runtime(args.model, conversation_id=args.conversation, say=_say)
+        try:
+            return _Chat(args, runtime, schema, tools).loop()
+        finally:
+            runtime.close()
     finally:
-        runtime.close()
+        if host is not None:
+            host.close()
 
 
 class _Chat:
     """One terminal chat: its session, the prompt and the slash commands."""
 
-    def __init__(self, args: argparse.Namespace, runtime, schema: dict | None = None):
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        runtime,
+        schema: dict | None = None,
+        tools: ToolSetup | None = None,
+    ):
         self.args = args
+        self.tools = tools
         self.runtime = runtime
         # With --json-schema every reply is constrained to the schema.
         self.engine = runtime.engine
@@ -264,11 +288,16 @@ class _Chat:
         self, conversation_id: int | None, preset_name: str | None = None
     ):
         from app.core.chat.conversation_session import ConversationSession
+        from app.core.mcp.consent import ConsentPolicy
         from app.core.presets.presets import get_preset
 
         args, runtime = self.args, self.runtime
         name = preset_name or args.preset
         kwargs = runtime.session_kwargs(args.seed)
+        if self.tools is not None:
+            # "Always" holds for one conversation: another starts from Settings'.
+            self.tools.policy = ConsentPolicy(trusted=self.tools.policy.trusted)
+            kwargs["tools"] = self.tools
         if conversation_id is not None:
             session = ConversationSession(
                 self.engine, runtime.store, conversation_id, **kwargs

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "backend": profile.backend,
         "act_dtype_bytes": profile.act_dtype_bytes,
         "dense_weights": profile.dense_weights,
+        "native_kernel": _native_kernel() if profile.dense_weights else None,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -95,12 +96,15 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"Runtime: MLX {profile.backend} backend"
             + (
-                "; quantized weights are dequantized to float32 and the KV cache is "
-                "float32 (the fast path on CPU)."
+                "; quantized weights are dequantized to float32 (unless the native "
+                "kernel below serves them) and the KV cache is float32 (the fast path "
+                "on CPU)."
                 if profile.dense_weights
                 else "; weights stay as stored."
             )
         )
+        if report["runtime"]["native_kernel"]:
+            print(f"Native quantized kernel: {report['runtime']['native_kernel']}.")
         if quality_lines:
             print()
             print("\n".join(quality_lines))
@@ -111,6 +115,21 @@ def _row(label: str, value: str) -> str:
     from app.core.doctor.doctor import LABEL_WIDTH
 
     return f"  {label:<{LABEL_WIDTH}}{value}"
+
+
+def _native_kernel() -> str:
+    """One line on the CPU backend's native quantized kernel (no MLX import)."""
+    from app.core.engine.cpu import native_build
+
+    if native_build.disabled():
+        return f"switched off ({native_build.DISABLE_ENV}=0)"
+    built = native_build.state()
+    if built.path is None:
+        return built.reason + "; quantized weights are dequantized to float32"
+    return (
+        f"{built.reason}; 4/8-bit affine layers stay packed when its self-test "
+        "passes on the loaded model"
+    )
 
 
 def _quality(model_dir: Path) -> tuple[dict, list[str]]:

@@ -26,6 +26,9 @@ from app.core.engine.events import GenerationEvent, ModelInfo
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
+from app.core.recall.block import recall_budget
+from app.core.recall.recaller import RecallResult
+from app.core.store.records import RecalledMessage
 from app.core.tools.call_stream import MalformedCall
 from app.core.tools.turn_tools import TurnTools
 from app.core.trim.policy import Action
@@ -40,6 +43,13 @@ from app.core.turn.parts import (
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
+from app.server.history_recall import (
+    RecallRecords,
+    recall_request,
+    recall_room,
+    recalled_json,
+    with_blocks,
+)
 from app.server.history_trim import (
     TemplateCosts,
     apply_trim,
@@ -142,6 +152,7 @@ class CompletionService:
         self._preset = preset
         self.pressure = pressure
         self.records = TrimRecords()
+        self.recalls = RecallRecords()
         self.index = ConversationIndex(lambda key: engine.cache_state(key).tokens)
         self._costs: dict[str, TemplateCosts] = {}
         self._lock = threading.Lock()
@@ -194,6 +205,7 @@ class CompletionService:
         for key in self.index.forget_idle():
             self.engine.drop_cache(key)
         self.records.clear()
+        self.recalls.clear()
 
     # -- a request -------------------------------------------------------------------
 
@@ -271,7 +283,13 @@ class CompletionService:
         # with tools (or from an agent protocol) is refused with the numbers, never
         # trimmed behind its back.
         never_trim = request.never_trim or bool(request.tools)
-        view = model_view(history, self.records.lookup(history), costs.style)
+        blocks = self.recalls.blocks(history)
+        view = with_blocks(
+            model_view(history, self.records.lookup(history), costs.style), blocks
+        )
+        # Recall puts trimmed originals back before the new message (not for agent
+        # protocols, which manage their own history).
+        recalls = preset.recall and not never_trim
         prompt_ids = self._prompt_ids(view, request)
         lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
@@ -306,6 +324,23 @@ class CompletionService:
                     preset=preset,
                     pressure=pressure,
                 )
+                reserve = 0
+                if plan.action is not Action.PROCEED and recalls:
+                    # A trim keeps the recall budget free, as a chat's does.
+                    reserved = plan_for(
+                        engine,
+                        view,
+                        history,
+                        costs,
+                        prompt_tokens=prompt_tokens,
+                        max_tokens=sampling.max_tokens,
+                        limit=limit,
+                        preset=preset,
+                        pressure=pressure,
+                        reserve=recall_budget(limit),
+                    )
+                    if reserved.action is not Action.REFUSE:
+                        plan, reserve = reserved, recall_budget(limit)
                 if plan.action is Action.PROCEED:
                     break
                 if never_trim and pressure != "critical":
@@ -324,6 +359,7 @@ class CompletionService:
                     max_tokens=sampling.max_tokens,
                     preset=preset,
                     details=details,
+                    reserve=reserve,
                 )
                 if not ran:
                     yield Accepted(prompt_tokens)
@@ -342,7 +378,7 @@ class CompletionService:
                     random_weights=info.random_weights,
                 )
                 self.records.remember(history, record)
-                view = model_view(history, record, costs.style)
+                view = with_blocks(model_view(history, record, costs.style), blocks)
                 reason = plan.reason
                 yield TrimApplied(outcome, plan.reason)
                 if plan.refuse_after_trim:
@@ -352,6 +388,13 @@ class CompletionService:
                     plan.reason or "The history could not be trimmed to fit.", details
                 )
             ran = True
+            recall = None
+            if recalls and view.record is not None:
+                view, recall = self._recall(
+                    history, view, blocks, limit, sampling.max_tokens, prompt_tokens
+                )
+                prompt_ids = self._prompt_ids(view, request)
+                prompt_tokens = len(prompt_ids)
             replies = self._generate(
                 lease.key,
                 self._model_messages(view, request),
@@ -365,6 +408,8 @@ class CompletionService:
                 extension={
                     **_extension(outcome, view, reason, limit, preset, pressure),
                     **ignored_reasoning_note(request.messages, _reasons(engine)),
+                    "recalled": recalled_json(recall) if recall else [],
+                    "recall_ms": round(recall.ms, 1) if recall else 0.0,
                 },
             )
             for event in replies:
@@ -380,6 +425,31 @@ class CompletionService:
                 engine.cache_state(lease.key).kv_bytes,
             )
         yield finished
+
+    def _recall(
+        self,
+        history: ClientHistory,
+        view: ModelView,
+        blocks: dict[int, tuple[RecalledMessage, ...]],
+        limit: int,
+        max_tokens: int,
+        prompt_tokens: int,
+    ) -> tuple[ModelView, RecallResult]:
+        """Put the trimmed originals the new message needs before it (`history_recall`).
+
+        A request sent again unchanged finds its block remembered and already applied.
+        """
+        last = len(history.messages) - 1
+        if last in blocks:
+            return view, RecallResult(blocks[last], "", len(blocks[last]), 0.0)
+        budget = recall_room(limit, max_tokens, prompt_tokens)
+        recall = recall_request(
+            self.recalls, history, view, blocks, budget, self.engine.count_tokens
+        )
+        if not recall.recalled:
+            return view, recall
+        self.recalls.remember(history.hashes[last], recall.recalled)
+        return with_blocks(view, {last: recall.recalled}), recall
 
     def _generate(
         self,

@@ -78,11 +78,13 @@ def plan_for(
     limit: int,
     preset: Preset,
     pressure: str,
+    reserve: int = 0,
 ) -> TrimPlan:
     """Ask the trim policy about a request (nothing is changed).
 
     The history the policy may drop is the view's body before the new message; a
-    summary already in the view is folded into the next one, as in a chat.
+    summary already in the view is folded into the next one, as in a chat. ``reserve``
+    tokens are kept free for recall (`history_recall`), as a chat's planner does.
     """
     *older, new = view.body
     history_messages = [
@@ -94,16 +96,19 @@ def plan_for(
         for index, message in enumerate(older)
     ]
     request = TrimRequest(
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens + reserve,
         max_tokens=max_tokens,
         history=history_messages,
-        new_message_tokens=engine.count_tokens(new.content) + costs.message_overhead,
+        new_message_tokens=engine.count_tokens(new.content)
+        + costs.message_overhead
+        + reserve,
         fixed_tokens=fixed_tokens(engine, history),
         limit=limit,
         keep_ratio=preset.keep_ratio,
         summary_max_tokens=preset.summary_max_tokens,
         auto_trim=preset.auto_trim,
         pressure=pressure,
+        reserved_tokens=reserve,
     )
     return plan_trim(request)
 
@@ -119,8 +124,12 @@ def fit_plan(
     max_tokens: int,
     preset: Preset,
     details: dict,
+    reserve: int = 0,
 ) -> tuple[int, int]:
     """Check a plan against the exact rendered prompt; return (messages to drop, summary budget).
+
+    ``reserve`` tokens are kept free for recall while that leaves a minimal summary
+    room; otherwise recall gives way (it takes whatever is left after the trim).
 
     Raises:
         ContextLengthExceeded: When no trim makes the request fit.
@@ -134,11 +143,15 @@ def fit_plan(
         kept = older[first_kept:]
         ids = engine.render([m.as_dict() for m in (*systems, *kept, new)], True)
         room = target - max_tokens - len(ids) - costs.message_overhead - SUMMARY_MARGIN
-        if room >= MIN_SUMMARY_TOKENS or first_kept >= len(older):
+        if room - reserve >= MIN_SUMMARY_TOKENS or first_kept >= len(older):
             break
+        if room >= MIN_SUMMARY_TOKENS and len(older) - first_kept <= 2:
+            break  # recall gives way before the last kept turn does
         first_kept += 1
         while first_kept < len(older) and older[first_kept].role != "user":
             first_kept += 1
+    # Recall gives way before the request is refused.
+    room = max(room - reserve, min(room, MIN_SUMMARY_TOKENS))
     if room < MIN_SUMMARY_TOKENS or first_kept == 0:
         raise ContextLengthExceeded(
             f"This request cannot fit in the limit of {target} tokens even with all "
@@ -176,7 +189,9 @@ def apply_trim(
     """
     systems = history.messages[: history.system_count]
     old_messages = view.messages()[:-1]  # what the cache was built from
-    dropped = view.body[:drop]
+    # Summarised as the client sent them: a recall block before one is not its text.
+    start = view.first_body_index
+    dropped = history.messages[start : start + drop]
     kept = view.body[drop:-1]
     mode = preset.summary_mode
     if mode == "model" and random_weights:

@@ -43,6 +43,7 @@ from app.ui.chat.chat_view import ChatView
 from app.ui.chat.composer_view import ComposerView
 from app.ui.chat.current_conversation_controller import CurrentConversationController
 from app.ui.chat.pin_controller import PinController
+from app.ui.chat.tool_card_controller import ToolCardController
 from app.ui.chat.turn_controller import TurnController
 from app.ui.common.background import TaskSet
 from app.ui.common.theme import markdown_theme, refresh_style_sheets
@@ -195,6 +196,7 @@ class MainWindow(QMainWindow):
         )
         self.notices = NoticesController(self.notice_area, self)
         self.pins = PinController(self.store, self.chat_view, self)
+        self.tool_cards = ToolCardController(worker, self.chat_view, self.turns, self)
         self.meter = ContextMeterController(
             self.context_meter,
             worker,

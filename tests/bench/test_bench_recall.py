@@ -40,3 +40,16 @@ def test_wilson_interval():
     low, high = recall.wilson(160, 200)
     assert 0.739 < low < 0.740 and 0.849 < high < 0.850
     assert recall.wilson(0, 10)[0] == 0.0
+
+
+def test_a_run_of_one_cell_reports_only_that_cell(monkeypatch):
+    monkeypatch.setattr(recall, "KINDS", ("updated",))
+    monkeypatch.setattr(recall, "MODES", ("recall",))
+    cells = {"recall:updated": {"hits": 188, "total": 200, "fact_trimmed": 200}}
+    overhead = {"messages": 5000, "median_ms": 62.4, "max_ms": 90.0, "reps": 30}
+    result = recall._result(cells, overhead, 200)
+    assert result.ratios["recall_trimmed_fact_share"] == 0.94
+    assert "summary_trimmed_fact_share" not in result.ratios
+    assert "first_sentence_trimmed_fact_share" not in result.ratios
+    assert result.targets_met["recall_trimmed_fact_share"] is True
+    assert [row.result for row in result.rows][0] == "188/200 (94%)"

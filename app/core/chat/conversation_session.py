@@ -14,43 +14,41 @@ stops it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from typing import Any
 
 from app.core.budget.context_state import DeviceLimit, effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.model_messages import build_messages, summary_style
-from app.core.chat.reasoning_turns import align_cache, with_reasoning
-from app.core.chat.trimmer import Trimmer, TrimOutcome
+from app.core.chat.reasoning_turns import with_reasoning
+from app.core.chat.tool_loop import ToolLoop, tool_tokens, with_tool_calls
+from app.core.chat.tool_setup import ToolSetup
+from app.core.chat.trim_fit import SUMMARY_MARGIN, fit_plan, trim_conversation
+from app.core.chat.trimmer import TrimOutcome
 from app.core.chat.turn_events import (
     ChatTurn,
     Recalled,
     Trimmed,
     TrimStarted,
-    TurnFinished,
 )
-from app.core.chat.turn_report import TurnReport, conversation_cache_key, reply_stats
-from app.core.engine.events import GenerationEvent
+from app.core.chat.turn_report import conversation_cache_key
 from app.core.errors import BudgetError
 from app.core.presets.presets import Preset, preset_from_dict
 from app.core.reasoning.thinking import reply_room
 from app.core.recall.block import recall_budget, with_recall
 from app.core.recall.recaller import RecallResult, recall_for
 from app.core.store import Store
+from app.core.store.calls.tool_calls import StoredToolCall
 from app.core.store.records import Message, ModelContext, RecalledMessage
-from app.core.store.reply_saver import ReplySaver
 from app.core.trim.policy import (
-    MIN_SUMMARY_TOKENS,
     Action,
     HistoryMessage,
     TrimPlan,
     TrimRequest,
     plan_trim,
 )
-from app.core.turn.parts import REASONING
 
 MAX_TRIM_ROUNDS = 3
-# Tokens left unused by a summary to absorb merges at message boundaries.
-SUMMARY_MARGIN = 8
+__all__ = ["MAX_TRIM_ROUNDS", "SUMMARY_MARGIN", "ConversationSession", "save_preset"]
 PressureSource = Callable[[], str]
 
 
@@ -79,6 +77,8 @@ class ConversationSession:
         device_limit: Returns the device's max safe context for a KV precision
             (bits, group), or None when unknown.
         seed: Sampling seed for reproducible replies.
+        tools: The MCP tools this conversation offers and who answers consent
+            (None: no tools; may be set later through ``tools``).
     """
 
     def __init__(
@@ -90,6 +90,7 @@ class ConversationSession:
         pressure: PressureSource = _normal_pressure,
         device_limit: DeviceLimit | None = None,
         seed: int | None = None,
+        tools: ToolSetup | None = None,
     ):
         self.engine = engine
         self.store = store
@@ -97,6 +98,7 @@ class ConversationSession:
         self.pressure = pressure
         self.device_limit = device_limit
         self.seed = seed
+        self.tools = tools
         self.cache_key = conversation_cache_key(conversation_id)
         self.trims = 0
         self.last_trim: TrimOutcome | None = None
@@ -185,7 +187,20 @@ class ConversationSession:
             style=self.style,
             pinned=[(m.role, m.content) for m in context.pinned],
         )
-        return with_reasoning(messages, context.messages)
+        messages = with_reasoning(messages, context.messages)
+        return with_tool_calls(messages, context.messages, self._calls(context))
+
+    def _calls(self, context: ModelContext) -> dict[int, list[StoredToolCall]]:
+        replies = [m.id for m in context.messages if m.role == "assistant"]
+        if not replies:
+            return {}
+        return self.store.tool_calls(self.conversation_id, replies)
+
+    def template_tools(self) -> list[dict[str, Any]] | None:
+        """The tools rendered into every prompt of this conversation (None: none)."""
+        if self.tools is None or not self.engine.supports_tools():
+            return None
+        return self.tools.template_tools()
 
     def _message_tokens(self, message: Message) -> int:
         # Re-tokenize rather than trust the generated count: a reply's text can
@@ -195,6 +210,9 @@ class ConversationSession:
             count = self.engine.count_tokens(
                 with_recall(message.content, message.recalled)
             )
+            if message.role == "assistant":
+                made = self.store.tool_calls(self.conversation_id, [message.id])
+                count += tool_tokens(made.get(message.id, []), self.engine.count_tokens)
             self._token_counts[message.id] = count
         return count + self._overhead()
 
@@ -216,14 +234,17 @@ class ConversationSession:
     def plan(self, user_text: str) -> tuple[TrimPlan, ModelContext, list[int]]:
         """Decide about trimming for a new user message; nothing is changed."""
         context = self.context()
-        prompt_ids = self.engine.render(self.model_messages(context, user_text))
+        tools = self.template_tools()
+        prompt_ids = self.engine.render(
+            self.model_messages(context, user_text), True, tools
+        )
         history = [
             HistoryMessage(key=m.id, role=m.role, tokens=self._message_tokens(m))
             for m in context.messages
         ]
         fixed = len(
             self.engine.render(
-                build_messages(context.system_prompt, [], [], None), True
+                build_messages(context.system_prompt, [], [], None), True, tools
             )
         )
         plan = plan_trim(self._request(prompt_ids, history, fixed, user_text, 0))
@@ -277,73 +298,14 @@ class ConversationSession:
 
     def fit(
         self, plan: TrimPlan, context: ModelContext, user_text: str | None
-    ) -> tuple[set, int]:
-        """Check a plan against the exact rendered prompt; return (dropped ids, summary budget).
-
-        The policy works from per-message estimates; here the trimmed prompt without its
-        summary is rendered for real, the summary gets the room that is left (at most
-        the preset's summary_max_tokens), and more of the oldest turns are dropped while
-        not even a minimal summary would fit.
+    ) -> tuple[set[int], int]:
+        """Check a plan against the exact rendered prompt (`trim_fit.fit_plan`).
 
         Raises:
             BudgetError: When no trim makes the request fit.
         """
-        kept = [m for m in context.messages if m.id not in set(plan.drop)]
-        # Under memory pressure the plan's threshold is below the limit: aim for it.
-        limit = min(plan.threshold, self.effective_limit())
-        reserve = self._turn_reserve
-        while True:
-            history = [(m.role, with_recall(m.content, m.recalled)) for m in kept]
-            kept_ids = {m.id for m in kept}
-            pinned = [*context.pinned] + [
-                m for m in context.messages if m.pinned and m.id not in kept_ids
-            ]
-            ids = self.engine.render(
-                build_messages(
-                    context.system_prompt,
-                    [],
-                    history,
-                    user_text,
-                    style=self.style,
-                    pinned=[(m.role, m.content) for m in pinned],
-                )
-            )
-            room = (
-                limit
-                - self.preset.max_tokens
-                - len(ids)
-                - self._overhead()
-                - SUMMARY_MARGIN
-                - reserve
-            )
-            if room >= MIN_SUMMARY_TOKENS or not kept:
-                break
-            if room + reserve >= MIN_SUMMARY_TOKENS and len(kept) <= 2:
-                # Recall gives way before the last kept turn does.
-                reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
-                self._turn_reserve = reserve
-                continue
-            kept = kept[1:]
-            while kept and kept[0].role != "user":
-                kept = kept[1:]
-        if room < MIN_SUMMARY_TOKENS and room + reserve >= MIN_SUMMARY_TOKENS:
-            reserve = max(room + reserve - MIN_SUMMARY_TOKENS, 0)
-            room = MIN_SUMMARY_TOKENS
-            self._turn_reserve = reserve
-        if room < MIN_SUMMARY_TOKENS:
-            raise BudgetError(
-                f"This request cannot fit in the conversation's limit of {limit} tokens "
-                f"even with all history summarised (the message and the reply's "
-                f"{self.preset.max_tokens} tokens need {len(ids) + self.preset.max_tokens}). "
-                "Shorten the message or lower max_tokens."
-            )
-        kept_ids = {m.id for m in kept}
-        dropped = {m.id for m in context.messages if m.id not in kept_ids}
-        # Half of the share not kept, at most: the rest is headroom for the next turns,
-        # so a conversation does not trim again on every turn.
-        headroom_cap = int((1 - self.preset.keep_ratio) * limit / 2)
-        budget = min(
-            room, self.preset.summary_max_tokens, max(headroom_cap, MIN_SUMMARY_TOKENS)
+        dropped, budget, self._turn_reserve = fit_plan(
+            self, plan, context, user_text, self._turn_reserve
         )
         return dropped, budget
 
@@ -358,59 +320,12 @@ class ConversationSession:
 
         Yields `TrimStarted` once the exact messages to drop are known, then `Trimmed`.
         """
-        drop_ids, summary_budget = self.fit(plan, context, user_text)
-        messages = list(context.messages)
-        dropped = [m for m in messages if m.id in drop_ids]
-        kept = [m for m in messages if m.id not in drop_ids]
-        if not dropped:
-            raise BudgetError(plan.reason or "There is no history left to summarise.")
-        yield TrimStarted(dropped_messages=len(dropped), reason=plan.reason)
-        old_messages = self.model_messages(context)
-        first_kept_index = len(old_messages) - len(kept)
-        previous = "\n".join(s.content for s in context.summaries)
-        mode = self.preset.summary_mode
-        if mode == "model" and self._random_weights():
-            mode = "extractive"  # a random-weight model's summary would be noise
-        trimmer = Trimmer(
-            self.engine,
-            self.cache_key,
-            self.preset.kv_settings(),
-            self.style,
-            position_room=self.effective_limit(),
-            cancel=cancel,
-        )
-        outcome = trimmer.trim(
-            system_prompt=context.system_prompt,
-            old_messages=old_messages,
-            first_kept_index=first_kept_index,
-            dropped=[(m.role, m.content) for m in dropped],
-            kept=[(m.role, with_recall(m.content, m.recalled)) for m in kept],
-            previous_summary=previous,
-            summary_mode=mode,
-            summary_max_tokens=summary_budget,
-            cache_method=self.preset.trim_method,
-            pinned=[
-                (m.role, m.content)
-                for m in [*context.pinned, *(d for d in dropped if d.pinned)]
-            ],
-        )
-        first_id = min(
-            [dropped[0].id, *(s.first_message_id for s in context.summaries)]
-        )
-        self.store.add_summary(
-            self.conversation_id,
-            first_id,
-            dropped[-1].id,
-            outcome.summary,
-            outcome.summary_tokens,
-            outcome.summary_method,
-            cause=plan.cause or None,
-            limit_tokens=plan.limit or None,
-            trim_at_tokens=plan.threshold if plan.cause else None,
-        )
-        self.trims += 1
-        self.last_trim = outcome
-        yield Trimmed(outcome)
+        events = trim_conversation(self, plan, context, user_text, cancel)
+        for event in events:
+            if isinstance(event, Trimmed):
+                self.trims += 1
+                self.last_trim = event.outcome
+            yield event
 
     def _random_weights(self) -> bool:
         info = getattr(self.engine, "model_info", None)
@@ -496,6 +411,8 @@ class ConversationSession:
             self._turn_reserve if budget is None else budget,
             self.engine.count_tokens,
             exclude=in_view,
+            # A value restated in view makes a trimmed older one out of date.
+            newer=[(m.role, m.content) for m in context.messages],
         )
 
     def regenerate(self, cancel: CancelToken | None = None) -> ChatTurn:
@@ -542,70 +459,8 @@ class ConversationSession:
         outcome: TrimOutcome | None,
         recall: RecallResult | None = None,
     ) -> Iterator:
-        kv = self.preset.kv_settings()
-        sampling = self.preset.sampling_settings(self.seed)
-        message_id = self.store.begin_reply(self.conversation_id)
-        saver = ReplySaver(self.store, message_id)
-        thinking = self.preset.thinking_settings()
-        handle = self.engine.chat(
-            self.cache_key,
-            messages,
-            kv,
-            sampling,
-            max_context=self.effective_limit(),
-            cancel=cancel,
-            thinking=thinking,
-        )
-        try:
-            for event in handle:
-                if isinstance(event, GenerationEvent) and event.text:
-                    saver.add(event.text, reasoning=event.channel == REASONING)
-                yield event
-        except GeneratorExit:
-            # The consumer stopped listening (a closed pipe, a client gone): like a
-            # Stop, the reply is kept as far as it got and the engine stops.
-            handle.cancel()
-            saver.finish(stopped=True)
-            raise
-        except BaseException as exc:
-            handle.cancel()
-            saver.fail(exc)
-            raise
-        final = handle.final
-        saver.finish(reply_stats(final), stopped=final.finish_reason == "cancelled")
-        report = TurnReport.from_final(
-            final,
-            reply=saver.text,
-            conversation_id=self.conversation_id,
-            message_id=message_id,
-            effective_max_context=self.effective_limit(),
-            preset_max_context=self.preset.max_context,
-        )
-        report = replace(report, reasoning=saver.reasoning)
-        report = align_cache(self.engine, self.cache_key, messages, report, thinking)
-        report = self._with_trim(report, outcome)
-        if recall is not None and recall.recalled:
-            report = replace(
-                report,
-                recalled=recall.recalled,
-                recall_cut=recall.cut,
-                recall_ms=recall.ms,
-            )
-        yield TurnFinished(report)
-
-    def _with_trim(self, report: TurnReport, outcome: TrimOutcome | None) -> TurnReport:
-        if outcome is None:
-            return report
-        return replace(
-            report,
-            trimmed=True,
-            trim_ms=outcome.total_ms,
-            trim_cache_ms=outcome.cache_ms,
-            trim_method=outcome.cache_method,
-            summary_tokens=outcome.summary_tokens,
-            summary_method=outcome.summary_method,
-            trim_note=outcome.note,
-        )
+        # One reply, or several with tool calls between them (`tool_loop`).
+        return ToolLoop(self, cancel).run(messages, outcome, recall)
 
     def cancel(self) -> None:
         """Stop the turn in progress, if any (safe from any thread)."""

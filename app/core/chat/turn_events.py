@@ -7,7 +7,10 @@ chunk) events unchanged.
 
 Order: optionally `TrimStarted` then `Trimmed` (up to three rounds), then
 optionally `Recalled`, then
-`PrefillProgress`* and `GenerationEvent`* from the engine, then `TurnFinished`.
+`PrefillProgress`* and `GenerationEvent`* from the engine, then `TurnFinished`. With
+tools offered, a reply that calls tools is followed by `ToolRunStarted` /
+`ToolRunFinished` per call (and `ToolNotice` for what went wrong around them), then
+the next reply's engine events, until a reply calls none.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from app.core.cancel import CancelToken
 from app.core.chat.trimmer import TrimOutcome
 from app.core.chat.turn_report import TurnReport
+from app.core.store.calls.tool_calls import StoredToolCall
 from app.core.store.records import RecalledMessage
 
 
@@ -58,6 +62,49 @@ class Recalled:
     messages: tuple[RecalledMessage, ...]
     cut: bool
     ms: float
+
+
+@dataclass(frozen=True)
+class ToolRunStarted:
+    """A tool call the model made is about to run (or to be asked about).
+
+    Attributes:
+        call_id: The model's id for the call.
+        server: The server that would run it (empty: no server offers the tool).
+        tool: The tool's name as the model called it.
+        arguments: The arguments as JSON text.
+        needs_consent: The user is being asked before it runs.
+        command: The server's full command or URL (shown before its first start).
+    """
+
+    call_id: str
+    server: str
+    tool: str
+    arguments: str
+    needs_consent: bool
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class ToolRunFinished:
+    """A tool call ended (ran, failed, was stopped or denied) and is stored.
+
+    Attributes:
+        call: The stored call with the result given to the model.
+    """
+
+    call: StoredToolCall
+
+
+@dataclass(frozen=True)
+class ToolNotice:
+    """Something about the tools the user should read (a server that failed, the cap).
+
+    Attributes:
+        text: One line in words.
+    """
+
+    text: str
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class TurnReport:
             empty when the model does not reason.
         reasoning_cut_note: Why the fallback was used, if it was.
         reasoning_cut_ms: Time the cut took (finding the span and splicing).
+        tool_calls: Tool calls made this turn (their replies are stored before
+            ``message_id``'s).
     """
 
     reply: str
@@ -118,6 +120,7 @@ class TurnReport:
     reasoning_cut_method: str = ""
     reasoning_cut_note: str = ""
     reasoning_cut_ms: float = 0.0
+    tool_calls: int = 0
 
     @classmethod
     def from_final(cls, final, *, reply: str, **context) -> TurnReport:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from app.core.store.records import Message, RecalledMessage
+from app.core.store.records import RecalledMessage
 
 BLOCK_START = "[Recalled earlier messages]"
 BLOCK_END = "[End of recall]"
@@ -21,6 +22,19 @@ RECALL_MAX_TOKENS = 1024
 MIN_RECALL_TOKENS = 24
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MAX_PAIRS = 8
+
+
+class Recallable(Protocol):
+    """A message recall can put back: a stored `Message` or an `in_memory.Original`."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
 
 
 def recall_budget(limit: int) -> int:
@@ -50,7 +64,7 @@ def with_recall(content: str, recalled: Sequence[RecalledMessage]) -> str:
 
 
 def choose(
-    pairs: Sequence[tuple[Message, ...]],
+    pairs: Sequence[tuple[Recallable, ...]],
     budget: int,
     count_tokens: Callable[[str], int],
 ) -> tuple[RecalledMessage, ...]:

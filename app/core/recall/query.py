@@ -50,6 +50,9 @@ def recall_query(text: str) -> str:
         The query, or an empty string when ``text`` has no word worth searching
         (then nothing is recalled, and that is not an error).
     """
-    return " OR ".join(
-        '"' + term.replace('"', '""') + '"' for term in recall_terms(text)
-    )
+    return terms_query(recall_terms(text))
+
+
+def terms_query(terms: list[str]) -> str:
+    """The FTS5 OR query of ``terms``, each quoted (empty for no terms)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)

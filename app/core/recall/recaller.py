@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.core.recall.block import choose
-from app.core.recall.query import recall_query
+from app.core.recall.in_memory import MessageIndex
+from app.core.recall.query import recall_terms, terms_query
+from app.core.recall.ranking import Found, current_only, ranked
 from app.core.store import Store
-from app.core.store.records import Message, RecalledMessage
+from app.core.store.records import RecalledMessage
 
 # Candidate pairs fetched per turn: more than ever fit, few enough to stay fast.
 SEARCH_PAIRS = 12
-# Pairs whose relevance is within this share of each other count as equally relevant.
-TIE_BAND = 0.2
-
-
-def newer_among_equals(
-    found: list[tuple[tuple[Message, ...], float]],
-) -> list[tuple[Message, ...]]:
-    """Order pairs by BM25 relevance, the newer first among near-equals.
-
-    A fact stated again later ("my locker number is now 10") matches the question as
-    well as the first statement did, and is often a little longer, so BM25 alone would
-    put the older value first; when only one fits the budget, the newer must win.
-    """
-    if not found:
-        return []
-    best = max(relevance for _, relevance in found) or 1.0
-
-    def band(relevance: float) -> int:
-        return int((best - relevance) / (abs(best) * TIE_BAND))
-
-    ordered = sorted(
-        found, key=lambda item: (band(item[1]), -max(m.id for m in item[0]))
-    )
-    return [pair for pair, _ in ordered]
 
 
 @dataclass(frozen=True)
@@ -68,8 +46,12 @@ def recall_for(
     budget: int,
     count_tokens: Callable[[str], int],
     exclude: Iterable[int] = (),
+    newer: Sequence[tuple[str, str]] = (),
 ) -> RecallResult:
     """Find the trimmed originals ``text`` needs and choose what fits ``budget``.
+
+    Candidates are ranked by BM25 weighted by importance, and out-of-date ones
+    (superseded by a newer candidate or by ``newer``) are left out (`ranking`).
 
     Args:
         store: The open store.
@@ -78,20 +60,64 @@ def recall_for(
         budget: Tokens the recall block may take.
         count_tokens: The model's tokenizer count.
         exclude: Message ids already in the model's view (recalled by a kept turn).
+        newer: ``(role, text)`` of the messages in view after the trimmed ones.
     """
     started = time.perf_counter()
-    query = recall_query(text)
-    if not query or budget <= 0:
+    terms = recall_terms(text)
+    if not terms or budget <= 0:
+        return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
+    # Words in most messages weigh nothing in BM25 but cost the most to score.
+    query = terms_query(store.informative_terms(terms))
+    if not query:
+        return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
+    found: Found = list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS))
+    return _chosen(found, query, budget, count_tokens, exclude, newer, started)
+
+
+def recall_among(
+    index: MessageIndex,
+    text: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    exclude: Iterable[int] = (),
+    newer: Sequence[tuple[str, str]] = (),
+) -> RecallResult:
+    """`recall_for` over messages that are not in the store (a server request's own
+    trimmed history, indexed in memory).
+
+    Args:
+        index: The trimmed messages' index.
+        text: The new user message.
+        budget: Tokens the recall block may take.
+        count_tokens: The model's tokenizer count.
+        exclude: Message ids already in the model's view.
+        newer: ``(role, text)`` of the messages in view after the trimmed ones.
+    """
+    started = time.perf_counter()
+    terms = recall_terms(text)
+    query = terms_query(index.informative_terms(terms)) if budget > 0 else ""
+    if not query:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
+    found: Found = list(index.search(query, SEARCH_PAIRS))
+    return _chosen(found, query, budget, count_tokens, exclude, newer, started)
+
+
+def _chosen(
+    found: Found,
+    query: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    exclude: Iterable[int],
+    newer: Sequence[tuple[str, str]],
+    started: float,
+) -> RecallResult:
     skip = set(exclude)
     found = [
         (pair, relevance)
-        for pair, relevance in store.search_trimmed(
-            conversation_id, query, SEARCH_PAIRS
-        )
+        for pair, relevance in found
         if not any(m.id in skip for m in pair)
     ]
-    recalled = choose(newer_among_equals(found), budget, count_tokens)
+    recalled = choose(ranked(current_only(found, newer)), budget, count_tokens)
     recalled = tuple(sorted(recalled, key=lambda r: r.message_id))
     return RecallResult(
         recalled, query, len(found), (time.perf_counter() - started) * 1000

@@ -350,7 +350,42 @@ def m006_recall_and_pins(db: Database) -> None:
     )
 
 
-SCHEMA_VERSION = 6
+# --- Migration 7: the tool calls a reply made (MCP), with their results. -------------
+
+_V7_TOOL_CALLS = """CREATE TABLE IF NOT EXISTS tool_calls (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL DEFAULT 0, call_id TEXT NOT NULL,
+    server TEXT NOT NULL DEFAULT '', tool TEXT NOT NULL,
+    arguments TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '',
+    is_error INTEGER NOT NULL DEFAULT 0 CHECK (is_error IN (0, 1)),
+    decision TEXT NOT NULL DEFAULT '', cut_note TEXT NOT NULL DEFAULT '',
+    original_tokens INTEGER, result_tokens INTEGER, seconds REAL,
+    created_at TEXT NOT NULL
+)"""
+
+
+@migration(7)
+def m007_tool_calls(db: Database) -> None:
+    """Keep each call a reply made (deleted with it) and the result the model got.
+
+    The result is stored as given (cut, with the note), so a reopened conversation
+    renders the same prompt and cards. Older databases have no calls.
+    """
+    _execute_all(
+        db,
+        (
+            _V7_TOOL_CALLS,
+            "CREATE INDEX IF NOT EXISTS tool_calls_by_message"
+            " ON tool_calls(message_id, position)",
+            "CREATE INDEX IF NOT EXISTS tool_calls_by_conversation"
+            " ON tool_calls(conversation_id)",
+        ),
+    )
+
+
+SCHEMA_VERSION = 7
 """The schema version this code writes: the number of the last migration."""
 
 

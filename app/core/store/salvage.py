@@ -42,6 +42,7 @@ _COPIED_TABLES = (
     "conversations",
     "messages",
     "summaries",
+    "tool_calls",
     "documents",
     "document_segments",
     "quality_checks",
@@ -53,6 +54,7 @@ _ROW_NOUNS = {
     "conversations": "conversations",
     "messages": "messages",
     "summaries": "summaries",
+    "tool_calls": "tool calls",
     "documents": "documents",
     "document_segments": "document notes",
     "quality_checks": "quality checks",
@@ -281,6 +283,10 @@ def copy_readable_rows(source: Path, target: Path) -> SalvageReport:
                 f"UPDATE {table} SET {column} = NULL WHERE {column} IS NOT NULL"
                 f" AND {column} NOT IN (SELECT id FROM {parent})"
             )
+        # A call whose reply could not be read has nothing to belong to.
+        new.execute(
+            "DELETE FROM tool_calls WHERE message_id NOT IN (SELECT id FROM messages)"
+        )
         new.execute("COMMIT")
     return SalvageReport(
         copied, unreadable, tuple(lost_tables), recreated, tuple(to_the_end)

@@ -20,6 +20,8 @@ _SNIPPET_TOKENS = 12
 # FTS5's unicode61 tokenizer indexes letters and digits only; a word without any
 # (like "-" or "::") could never match and is dropped.
 _HAS_TOKEN = re.compile(r"[^\W_]")
+# Below this many messages every recall query is fast; terms are not pruned.
+PRUNE_FROM_MESSAGES = 500
 
 
 def fts_query(text: str) -> str:
@@ -77,6 +79,40 @@ class SearchMixin(StoreBase):
         ]
         hits += [SearchHit(*row) for row in message_rows]
         return hits
+
+    def informative_terms(self, terms: list[str]) -> list[str]:
+        """``terms`` without the ones BM25 gives no weight (for recall's OR query).
+
+        FTS5's BM25 clamps the weight of a term found in half or more of all indexed
+        messages to nearly zero (its IDF, log((N - n + 0.5) / (n + 0.5)), is <= 0);
+        leaving such a term in an OR query changes no ranking, yet makes FTS5 score
+        every row that has it — on a 5,000-message conversation, most of the recall
+        step's time. Checked only once the index is large enough for that to matter;
+        a term the index has not seen (or spells differently) is kept.
+
+        Args:
+            terms: Lowercased words (`app.core.recall.query.recall_terms`).
+        """
+        if not terms:
+            return terms
+        with self._reading() as db:
+            total = db.execute("SELECT count(*) FROM messages").fetchone()[0]
+            if total < PRUNE_FROM_MESSAGES:
+                return terms
+            if not getattr(self, "_vocabulary_ready", False):
+                # Per connection, in its temporary schema: no migration, no file.
+                db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_vocabulary"
+                    " USING fts5vocab(main, messages_fts, 'row')"
+                )
+                self._vocabulary_ready = True
+            counts = {
+                term: db.execute(
+                    "SELECT doc FROM temp.messages_vocabulary WHERE term = ?", [term]
+                ).fetchone()
+                for term in terms
+            }
+        return [t for t in terms if counts[t] is None or 2 * counts[t][0] < total]
 
     def search_trimmed(
         self, conversation_id: int, query: str, limit: int = 16

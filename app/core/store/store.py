@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from app.core.errors import InputError, StoreError
 from app.core.files import paths
+from app.core.store.calls.tool_calls import ToolCallsMixin
 from app.core.store.conversations import ConversationsMixin
 from app.core.store.database import open_database, open_read_only_database
 from app.core.store.documents import DocumentsMixin
@@ -41,6 +42,7 @@ class Store(
     ExportMixin,
     ImportMixin,
     QualityResultsMixin,
+    ToolCallsMixin,
 ):
     """The conversation database.
 

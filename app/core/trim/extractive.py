@@ -4,9 +4,11 @@ Used for the demo model (whose own summaries would be noise), for the ``extracti
 summary mode, and as the fallback when a model summary fails or is degenerate. Each
 dropped message gives one line: the sentences of it that carry facts (numbers, names,
 quoted strings, what the user said about themselves — `facts.fact_score`), or its first
-sentence when none does. When the lines do not all fit the token budget, fact lines
-win over plain ones and newer lines over older ones; the kept lines are written oldest
-first, so an updated fact reads after the value it replaced.
+sentence when none does. Sentences are scored by `importance.importance` (facts,
+decisions, corrections), and a statement a later one supersedes ("my locker number is
+now 17" after "… is 42") is left out, so the summary holds the current value only.
+When the lines do not all fit the token budget, important lines win over plain ones
+and newer lines over older ones; the kept lines are written oldest first.
 
 The work is linear in the number of dropped messages and bounded: each message is
 scanned up to a fixed number of characters (and only the newest
@@ -24,7 +26,8 @@ from dataclasses import dataclass
 
 from app.core.cancel import CancelToken
 from app.core.errors import KnownError
-from app.core.trim.facts import fact_score, is_self_statement, sentences
+from app.core.trim.facts import is_self_statement, sentences
+from app.core.trim.importance import importance, superseded
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MAX_SENTENCE_CHARS = 240
@@ -66,21 +69,27 @@ class _Line:
     tier: int
 
 
-def message_line(role: str, content: str) -> tuple[str, int]:
+def message_line(
+    role: str, content: str, out_of_date: set[int] | frozenset[int] = frozenset()
+) -> tuple[str, int]:
     """Return a message's summary line and its tier.
 
-    Tiers: 3 the user's statements about themselves, 2 sentences with several marks
-    of a fact, 1 any fact, 0 none.
+    Tiers: 3 the user's statements about themselves and corrections, 2 sentences
+    with several marks of importance, 1 any, 0 none.
 
     Args:
         role: ``user`` or ``assistant``.
         content: The message text.
+        out_of_date: Indexes of its sentences a later message superseded (left out).
     """
     who = "User" if role == "user" else "Assistant"
-    scored = [(s, fact_score(s, role)) for s in sentences(content)]
+    current = [s for i, s in enumerate(sentences(content)) if i not in out_of_date]
+    scored = [(s, importance(s, role)) for s in current]
     facts = [(s, score) for s, score in scored if score > 0]
     if not facts:
-        sentence = first_sentence(content)
+        sentence = first_sentence(content) if not out_of_date else ""
+        if out_of_date and current:
+            sentence = _cut_chars(current[0], _MAX_SENTENCE_CHARS)
         return (f"- {who}: {sentence}", 0) if sentence else ("", 0)
     parts: list[str] = []
     used = 0
@@ -96,13 +105,16 @@ def message_line(role: str, content: str) -> tuple[str, int]:
 def _tier(facts: list[tuple[str, int]], role: str) -> int:
     if any(is_self_statement(sentence, role) for sentence, _ in facts):
         return 3
+    if max(score for _, score in facts) >= 6:  # a correction of a fact
+        return 3
     return 2 if max(score for _, score in facts) >= 3 else 1
 
 
-def _earlier_lines(previous_summary: str) -> list[tuple[str, int]]:
-    """The lines of an earlier summary, kept as lines of the new one (facts survive)."""
+def _earlier_lines(previous_summary: str) -> list[tuple[str, str, str]]:
+    """The lines of an earlier summary as ``(prefix, role, text)``: kept as lines of
+    the new one (facts survive), unless a newer message supersedes them."""
     body = previous_summary.replace(HEADER, "\n").strip()
-    lines: list[tuple[str, int]] = []
+    lines: list[tuple[str, str, str]] = []
     for raw in body.splitlines()[:512]:
         line = " ".join(raw.split())
         if not line:
@@ -110,11 +122,22 @@ def _earlier_lines(previous_summary: str) -> list[tuple[str, int]]:
         if not line.startswith("- "):
             line = f"- Before that: {_cut_chars(line, _MAX_LINE_CHARS)}"
         role = "user" if line.startswith("- User:") else "assistant"
-        text = line.split(": ", 1)[-1]
-        facts = [(s, fact_score(s, role)) for s in sentences(text)]
-        facts = [(s, score) for s, score in facts if score > 0]
-        lines.append((line, _tier(facts, role) if facts else 0))
+        prefix, _, text = line.partition(": ")
+        lines.append((prefix, role, text))
     return lines
+
+
+def _earlier_line(
+    prefix: str, role: str, text: str, out_of_date: set[int]
+) -> tuple[str, int]:
+    """An earlier summary's line again (its out-of-date sentences left out)."""
+    kept = [s for i, s in enumerate(sentences(text)) if i not in out_of_date]
+    if not kept:
+        return "", 0
+    facts = [(s, importance(s, role)) for s in kept]
+    facts = [(s, score) for s, score in facts if score > 0]
+    line = f"{prefix}: {' '.join(kept)}" if out_of_date else f"{prefix}: {text}"
+    return line, _tier(facts, role) if facts else 0
 
 
 def extractive_summary(
@@ -141,19 +164,27 @@ def extractive_summary(
         TrimCancelled: ``cancel`` was set before the summary was written.
     """
     candidates: list[_Line] = []
-    for text, tier in _earlier_lines(previous_summary) if previous_summary else []:
-        candidates.append(_Line(len(candidates), text, tier))
+    earlier = _earlier_lines(previous_summary) if previous_summary else []
     skipped = max(len(messages) - MAX_SCANNED_MESSAGES, 0)
+    scanned = messages[skipped:]
+    # The newest statement of a value wins (earlier summary lines included).
+    out_of_date = superseded(
+        [(role, text) for _, role, text in earlier] + list(scanned)
+    )
+    for (prefix, role, text), stale in zip(earlier, out_of_date, strict=False):
+        line, tier = _earlier_line(prefix, role, text, stale)
+        if line:
+            candidates.append(_Line(len(candidates), line, tier))
     if skipped:
         noun = "message is" if skipped == 1 else "messages are"
         line = (
             f"- {skipped:,} older {noun} not summarised here (recall still finds them)."
         )
         candidates.append(_Line(len(candidates), line, 0))
-    for index, (role, content) in enumerate(messages[skipped:]):
+    for index, (role, content) in enumerate(scanned):
         if cancel is not None and index % CANCEL_EVERY == 0 and cancel.cancelled:
             raise TrimCancelled("The trim was stopped; nothing was changed.")
-        text, tier = message_line(role, content)
+        text, tier = message_line(role, content, out_of_date[len(earlier) + index])
         if text:
             candidates.append(_Line(len(candidates), text, tier))
     if not candidates:

@@ -22,11 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.store.calls.tool_calls import StoredToolCall
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.chat.message_view import MessageView, TrimCardView
 from app.ui.chat.rich_text_view import RichTextView
+from app.ui.chat.tool_call_card import ToolCallCard
 from app.ui.common.throttle import Throttle
 
 THINKING = "Thinking…"
@@ -61,6 +63,7 @@ class ChatView(QWidget):
         self._keys: dict[QWidget, tuple] = {}
         self._live_user: MessageView | None = None
         self._live_reply: MessageView | None = None
+        self._live_cards: list[QWidget] = []
         self._text_to_render = ""
         self._adoptable: list[MessageView] = []
         self._throttle = Throttle(self._flush_live_text, parent=self)
@@ -106,6 +109,7 @@ class ChatView(QWidget):
         *,
         keep_live: bool = False,
         origins: dict[int, str] | None = None,
+        tool_calls: dict[int, list[StoredToolCall]] | None = None,
     ) -> None:
         """Show stored messages (trimmed ones inside their summary's card).
 
@@ -114,6 +118,7 @@ class ChatView(QWidget):
             summaries: The active summaries.
             keep_live: Keep the turn being written below the stored messages.
             origins: How each summary (by id) was written, for its card.
+            tool_calls: Each reply's tool calls (by message id), shown as cards.
         """
         adoptable: list[MessageView] = []
         if not keep_live:
@@ -124,7 +129,7 @@ class ChatView(QWidget):
             self._live_user = self._live_reply = None
             self._clear_live()
         self._adoptable = adoptable
-        wanted = self._plan(messages, summaries, origins or {})
+        wanted = self._plan(messages, summaries, origins or {}, tool_calls or {})
         reusable = {key: widget for widget, key in self._keys.items()}
         items: list[QWidget] = []
         keys: dict[QWidget, tuple] = {}
@@ -144,7 +149,13 @@ class ChatView(QWidget):
         self._update_actions()
         self._update_empty_hint()
 
-    def _plan(self, messages: list[Message], summaries: list[Summary], origins: dict):
+    def _plan(
+        self,
+        messages: list[Message],
+        summaries: list[Summary],
+        origins: dict,
+        tool_calls: dict[int, list[StoredToolCall]],
+    ):
         by_id = {s.id: s for s in summaries}
         covered: dict[int, list[Message]] = {}
         for message in messages:
@@ -174,7 +185,11 @@ class ChatView(QWidget):
                     wanted.append((key, self._card_factory(summary, group, origin)))
                 continue
             key = ("message", message.id, message.content, message_footer(message))
-            wanted.append((key, self._message_factory(message)))
+            if message.content or message.reasoning or message.id not in tool_calls:
+                wanted.append((key, self._message_factory(message)))
+            for call in tool_calls.get(message.id, []):
+                card_key = ("tool", call.message_id, call.position, call.result)
+                wanted.append((card_key, _tool_card_factory(call)))
         return wanted
 
     def _message_factory(self, message: Message):
@@ -284,9 +299,16 @@ class ChatView(QWidget):
             self._live_reply.set_text(self._text_to_render)
             self._live_reply.set_footer("Writing…")
 
+    def add_live_card(self, card: QWidget) -> None:
+        """Show a tool call's card below the reply being written."""
+        self._live_cards.append(card)
+        self._layout.insertWidget(self._live_index(), card)
+        card.show()
+
     def _clear_live(self) -> None:
         self._throttle.cancel()
-        for widget in (self._live_user, self._live_reply):
+        cards, self._live_cards = self._live_cards, []
+        for widget in (self._live_user, self._live_reply, *cards):
             if widget is not None:
                 self._layout.removeWidget(widget)
                 _discard(widget)
@@ -410,3 +432,7 @@ def _discard(widget: QWidget) -> None:
         view.retire()
     widget.hide()
     widget.deleteLater()
+
+
+def _tool_card_factory(call: StoredToolCall):
+    return lambda: ToolCallCard.from_call(call)

@@ -29,6 +29,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.core.cancel import CancelToken
 from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
 from app.core.presets.presets import Preset
+from app.ui.chat.tool_consent import ConsentBridge, WindowTools
 from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
 
 if TYPE_CHECKING:  # imported on the worker thread, where it is used
@@ -64,6 +65,10 @@ class GenerationWorker(QObject):
     preset_applied = Signal(int, object)
     preset_failed = Signal(int, object)
     context_measured = Signal(object)
+    tool_call_started = Signal(int, object)
+    tool_call_finished = Signal(int, object)
+    tool_notice = Signal(int, str)
+    consent_requested = Signal(int, object)
 
     _load_requested = Signal(str)
     _demo_requested = Signal()
@@ -75,6 +80,7 @@ class GenerationWorker(QObject):
     _forget_requested = Signal(int)
     _settings_requested = Signal(object)
     _park_requested = Signal()
+    _tools_reload_requested = Signal()
 
     def __init__(self, store, engine=None, settings=None):
         super().__init__()
@@ -95,6 +101,13 @@ class GenerationWorker(QObject):
         self._token_lock = threading.Lock()
         self._token: CancelToken | None = None
         self._parked = False
+        # Tools: the consent card's answer reaches the waiting turn through the bridge.
+        self._turn_cid = -1
+        self.consent = ConsentBridge(
+            lambda request: self.consent_requested.emit(self._turn_cid, request),
+            self._stopped,
+        )
+        self.tools = WindowTools(self.consent)
         self._load_requested.connect(self._on_load_requested)
         self._demo_requested.connect(self._on_demo_requested)
         self._send_requested.connect(self._on_send_requested)
@@ -105,6 +118,7 @@ class GenerationWorker(QObject):
         self._forget_requested.connect(self._on_forget_requested)
         self._settings_requested.connect(self._on_settings_requested)
         self._park_requested.connect(self._on_park_requested)
+        self._tools_reload_requested.connect(self._on_tools_reload_requested)
 
     # -- requests (any thread; the work runs queued on the worker thread) -------------
 
@@ -162,6 +176,23 @@ class GenerationWorker(QObject):
             token = self._token
         if token is not None:
             token.cancel()
+
+    def reload_tools(self) -> None:
+        """Read the tool servers and preferences again from the next turn on."""
+        self._tools_reload_requested.emit()
+
+    @Slot()
+    def _on_tools_reload_requested(self) -> None:
+        self.tools.reload()
+
+    def answer_consent(self, decision) -> None:
+        """Answer the tool call waiting for consent (thread-safe; a `Decision`)."""
+        self.consent.answer(decision)
+
+    def _stopped(self) -> bool:
+        with self._token_lock:
+            token = self._token
+        return token is not None and token.cancelled
 
     def _new_token(self) -> CancelToken:
         token = CancelToken()
@@ -265,7 +296,7 @@ class GenerationWorker(QObject):
                 self.conversation_started.emit(cid)
             else:
                 session = self.sessions.for_turn(conversation_id)
-            self._run_turn(cid, session.send(text, token))
+            self._run_turn(cid, self._with_tools(session).send(text, token))
         except Exception as exc:
             self._fail_turn(cid, exc)
 
@@ -275,6 +306,7 @@ class GenerationWorker(QObject):
             return  # the window has shut down
         try:
             session = self.sessions.for_turn(conversation_id)
+            session = self._with_tools(session)
             self._run_turn(conversation_id, session.regenerate(token))
         except Exception as exc:
             self._fail_turn(conversation_id, exc)
@@ -287,14 +319,28 @@ class GenerationWorker(QObject):
             return  # the window has shut down
         try:
             session = self.sessions.for_turn(conversation_id)
+            session = self._with_tools(session)
             self._run_turn(
                 conversation_id, session.edit_and_resend(message_id, text, token)
             )
         except Exception as exc:
             self._fail_turn(conversation_id, exc)
 
+    def _with_tools(self, session):
+        """The session with its conversation's tools (the MCP servers it enables)."""
+        from app.core.errors import KnownError
+
+        try:
+            session.tools = self.tools.setup_for(session.conversation_id)
+        except KnownError as exc:
+            # A bad server file is a notice; the chat goes on without tools.
+            session.tools = None
+            self.tool_notice.emit(session.conversation_id, str(exc))
+        return session
+
     def _run_turn(self, cid: int, turn) -> None:
         """Run one chat turn's events to the end; emit its outcome."""
+        self._turn_cid = cid
         self.turn_started.emit(cid)
         _, finished = self._relay(cid, turn)
         assert finished is not None, "a turn's events end with its TurnFinished"
@@ -308,7 +354,14 @@ class GenerationWorker(QObject):
         The last event is the turn's `TurnFinished`. (Documents are read by the
         `DocumentWorker` on a thread of their own, so other conversations go on.)
         """
-        from app.core.chat.turn_events import Trimmed, TrimStarted, TurnFinished
+        from app.core.chat.turn_events import (
+            ToolNotice,
+            ToolRunFinished,
+            ToolRunStarted,
+            Trimmed,
+            TrimStarted,
+            TurnFinished,
+        )
         from app.core.engine.events import GenerationEvent, PrefillProgress
 
         finished: TurnFinished | None = None
@@ -324,6 +377,12 @@ class GenerationWorker(QObject):
                 self.trim_started.emit(cid, event)
             elif isinstance(event, Trimmed):
                 self.trim_happened.emit(cid, event.outcome)
+            elif isinstance(event, ToolRunStarted):
+                self.tool_call_started.emit(cid, event)
+            elif isinstance(event, ToolRunFinished):
+                self.tool_call_finished.emit(cid, event.call)
+            elif isinstance(event, ToolNotice):
+                self.tool_notice.emit(cid, event.text)
             elif isinstance(event, TurnFinished):
                 finished = event
         return cid, finished
@@ -385,6 +444,7 @@ class GenerationWorker(QObject):
     @Slot()
     def _on_park_requested(self) -> None:
         self._parked = True
+        self.tools.close()  # no tool server outlives the window
         park_on_main_thread(self)
 
     # -- errors ------------------------------------------------------------------------

@@ -246,7 +246,11 @@ class TurnController(QObject):
             return
         origins = self._summary_origins(cid, summaries)
         self._chat.show_conversation(
-            messages, summaries, keep_live=keep_live, origins=origins
+            messages,
+            summaries,
+            keep_live=keep_live,
+            origins=origins,
+            tool_calls=self._store.tool_calls(cid),
         )
         if not keep_live and self.live is not None and self.live.conversation_id == cid:
             self._show_live()

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from app.core.errors import SettingsError
 from app.core.presets.presets import all_presets
@@ -44,6 +44,7 @@ class SettingsController(QObject):
         self._worker = worker
         self._window = window
         self.dialog: SettingsDialog | None = None
+        self.tools_dialog: QDialog | None = None
 
     @property
     def settings(self) -> AppSettings:
@@ -57,6 +58,18 @@ class SettingsController(QObject):
         dialog = SettingsDialog(self._settings, list(all_presets()), self._window)
         self.dialog = dialog
         dialog.settings_accepted.connect(self.apply)
+        dialog.tools_requested.connect(self.open_tools_dialog)
+        dialog.open()
+
+    def open_tools_dialog(self) -> None:
+        """Open Settings › Tool servers for the open conversation (or new chats)."""
+        from app.ui.settings.mcp_servers_dialog import McpServersDialog
+
+        current = getattr(self._window, "current", None)
+        conversation_id = getattr(current, "conversation_id", None)
+        dialog = McpServersDialog(conversation_id, self._window)
+        self.tools_dialog = dialog
+        dialog.saved.connect(self._worker.reload_tools)
         dialog.open()
 
     def apply(self, settings: AppSettings) -> None:

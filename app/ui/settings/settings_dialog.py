@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -51,6 +52,7 @@ class SettingsDialog(QDialog):
     """
 
     settings_accepted = Signal(object)
+    tools_requested = Signal()
 
     def __init__(
         self,
@@ -142,6 +144,16 @@ class SettingsDialog(QDialog):
                 "an OpenAI-compatible API on this computer only (127.0.0.1) for "
                 "editors, agents and scripts; it answers with the loaded model, inside "
                 "the same memory budget, and trims long histories like a chat"
+            ),
+        )
+        self.tools_button = QPushButton("Tool servers (MCP)…")
+        self.tools_button.clicked.connect(self.tools_requested)
+        form.addRow("Tools", self.tools_button)
+        form.addRow(
+            "",
+            _help(
+                "servers (MCP) whose tools the model may use, with your consent; "
+                "none at first"
             ),
         )
         layout.addLayout(form)

@@ -73,6 +73,29 @@ def test_a_trimmed_fact_is_recalled_word_for_word_and_stored_with_the_turn(
     assert next_report.trimmed or next_report.reused_tokens >= len(prompt) - 1
 
 
+def test_a_value_updated_later_is_recalled_new_and_the_old_one_left_out(
+    engine, store, tiny_model_dir
+):
+    session = start(engine, store, tiny_model_dir)
+    trim_the_fact_away(session, store)
+    session.send("Update: my locker number is now 5260.").wait()
+    report = session.send("What is my locker number?").wait()
+    # The update is still in view: the trimmed old value is out of date, not recalled.
+    assert report.recalled == ()
+    update = store.messages(session.conversation_id)[-4]
+    for i in range(40):
+        if store.get_message(update.id).trimmed:
+            break
+        session.send(filler(i)).wait()
+    # Once the update is summarised too, the summary holds the new value only, and
+    # recall brings back the update, never the old statement.
+    summary = "\n".join(s.content for s in session.context().summaries)
+    assert "5260" in summary and "4417" not in summary
+    report = session.send("What is my locker number?").wait()
+    texts = " ".join(r.text for r in report.recalled)
+    assert "5260" in texts and "4417" not in texts
+
+
 def test_recall_off_in_the_preset_recalls_nothing(engine, store, tiny_model_dir):
     session = start(engine, store, tiny_model_dir, recall=False)
     trim_the_fact_away(session, store)

@@ -129,3 +129,64 @@ def test_the_block_is_stored_with_the_user_message(store):
     new = store.add_message(conversation, "user", "locker?", recalled=recalled)
     assert store.get_message(new).recalled == recalled
     assert store.get_message(ids[1]).recalled == ()
+
+
+UPDATED = [
+    ("My locker number is 4417.", "Noted: your locker number is 4417."),
+    ("Tell me about tides.", "Tides follow the moon."),
+    ("Update: my locker number is now 52.", "Noted: your locker number is 52."),
+    ("And the weather in spring?", "Mild, with rain."),
+]
+
+
+def test_an_out_of_date_value_is_not_recalled_whatever_the_budget(store):
+    conversation, ids = _conversation(store, UPDATED, trim_until=3)
+    for budget in (40, 400):
+        result = recall_for(
+            store, conversation, "What is my locker number?", budget, words
+        )
+        texts = " ".join(r.text for r in result.recalled)
+        assert "52" in texts and "4417" not in texts
+
+
+def test_a_value_restated_in_view_makes_the_trimmed_one_out_of_date(store):
+    conversation, ids = _conversation(store, UPDATED, trim_until=1)
+    question = "What is my locker number?"
+    result = recall_for(store, conversation, question, 400, words)
+    assert [r.message_id for r in result.recalled] == ids[:2]  # nothing newer known
+    in_view = [("user", UPDATED[2][0]), ("assistant", UPDATED[2][1])]
+    result = recall_for(store, conversation, question, 400, words, newer=in_view)
+    assert result.recalled == ()
+
+
+def test_a_statement_outranks_a_shorter_question_with_the_same_words(store):
+    pairs = [
+        ("My locker number is 4417, in the east hall.", "Noted."),
+        ("Which locker number?", "Which one do you mean?"),
+        ("Tell me about tides.", "Tides follow the moon."),
+    ]
+    conversation, ids = _conversation(store, pairs, trim_until=3)
+    result = recall_for(store, conversation, "my locker number", 30, words)
+    assert [r.message_id for r in result.recalled] == ids[:2]
+
+
+def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
+    store,
+):
+    from app.core.recall.query import recall_query
+    from app.core.store.search import PRUNE_FROM_MESSAGES
+
+    pairs = [
+        (f"The river report {i}: water level {i % 7} metres.", f"Logged entry {i}.")
+        for i in range(PRUNE_FROM_MESSAGES // 2 + 10)
+    ]
+    pairs[40] = ("The river report: my boat Kestrelwing is moored at pier 9.", "Ok.")
+    conversation, ids = _conversation(store, pairs, trim_until=len(pairs) - 2)
+    terms = ["river", "report", "kestrelwing", "unseenword"]
+    assert store.informative_terms(terms) == ["kestrelwing", "unseenword"]
+    question = "Which river report mentioned Kestrelwing?"
+    unpruned = store.search_trimmed(conversation, recall_query(question), 1)
+    result = recall_for(store, conversation, question, 400, words)
+    assert result.recalled[0].message_id == unpruned[0][0][0].id == ids[80]
+    # Only words every message has: nothing informative, nothing recalled.
+    assert recall_for(store, conversation, "river report", 400, words).recalled == ()

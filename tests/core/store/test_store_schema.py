@@ -119,6 +119,24 @@ EXPECTED_COLUMNS = {
         "verdict": "TEXT",
         "metrics": "TEXT",
     },
+    "tool_calls": {
+        "id": "INTEGER",
+        "conversation_id": "INTEGER",
+        "message_id": "INTEGER",
+        "position": "INTEGER",
+        "call_id": "TEXT",
+        "server": "TEXT",
+        "tool": "TEXT",
+        "arguments": "TEXT",
+        "result": "TEXT",
+        "is_error": "INTEGER",
+        "decision": "TEXT",
+        "cut_note": "TEXT",
+        "original_tokens": "INTEGER",
+        "result_tokens": "INTEGER",
+        "seconds": "REAL",
+        "created_at": "TEXT",
+    },
     "messages_fts": {"content": ""},
     "conversations_fts": {"title": ""},
 }
@@ -136,6 +154,8 @@ EXPECTED_INDEXES = {
     "quality_results_by_model",
     "quality_results_by_check",
     "messages_pinned",
+    "tool_calls_by_message",
+    "tool_calls_by_conversation",
 }
 
 EXPECTED_TRIGGERS = {
@@ -156,6 +176,8 @@ EXPECTED_FOREIGN_KEYS = {
     ("messages", "writer_id", "writers", "SET NULL"),
     ("documents", "writer_id", "writers", "SET NULL"),
     ("quality_results", "check_id", "quality_checks", "CASCADE"),
+    ("tool_calls", "conversation_id", "conversations", "CASCADE"),
+    ("tool_calls", "message_id", "messages", "CASCADE"),
 }
 
 

@@ -139,14 +139,27 @@ def test_sentences_with_facts_win_over_first_sentences():
     assert "Hello there" not in text
 
 
-def test_an_updated_fact_reads_after_the_value_it_replaced():
+def test_an_updated_fact_leaves_the_value_it_replaced_out():
     messages = [
-        ("user", "My flight number is 12."),
-        ("assistant", "Ok."),
+        ("user", "My flight number is 12. I fly on Monday."),
+        ("assistant", "Ok, your flight number is 12."),
         ("user", "Sorry, my flight number is 78 now."),
     ]
     text = extractive_summary(messages, 60, words)
-    assert text.index("is 12") < text.index("is 78")
+    assert "is 78" in text and "is 12" not in text
+    assert "I fly on Monday." in text  # the rest of that message still counts
+
+
+def test_an_earlier_summary_line_is_superseded_by_a_newer_message():
+    earlier = extractive_summary([("user", "My cat's name is Juniper.")], 60, words)
+    assert "Juniper" in earlier
+    text = extractive_summary(
+        [("user", "Actually, it's Willow."), ("assistant", "Willow it is.")],
+        60,
+        words,
+        previous_summary=earlier,
+    )
+    assert "Juniper" not in text and "Willow" in text
 
 
 def test_quoted_strings_and_names_count_as_facts():

@@ -6,6 +6,10 @@ fp16/bf16 activations are 10–40× slower than fp32, and dense fp32 matmuls use
 CPU, quantized layers are dequantized and every parameter is upcast to float32 after
 loading, and attention (plain and quantized KV) goes through `cpu_attention`, whose
 exponential and GQA layout suit this backend; Metal keeps mlx-lm's fused kernels.
+
+The exception on CPU: when the native quantized kernel is built and passes its self-test
+on the loaded layers (`native_kernel`), affine 4/8-bit layers stay packed and decode
+reads them directly, at a quarter (4-bit) of float32's resident bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
+
+from app.core.engine.cpu.native_kernel import KernelState
+
+_kernel_state = KernelState(False, "no model adapted yet")
 
 
 def uses_metal() -> bool:
@@ -28,31 +36,47 @@ def backend_name() -> str:
     return "metal" if uses_metal() else "cpu"
 
 
-def adapt_model(model: nn.Module) -> nn.Module:
+def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
     """Convert a freshly loaded model to the fast layout of this backend.
 
     Args:
         model: A model as ``mlx_lm`` loaded it.
+        native: Try the native quantized kernel (False: today's float32 path; the
+            benchmark compares both).
 
     Returns:
-        The same model on Metal; on CPU a model with dense float32 parameters.
+        The same model on Metal; on CPU a model with float32 parameters, its quantized
+        layers either served by the native kernel or dequantized.
     """
+    global _kernel_state
     if uses_metal():
         return model
     from mlx_lm.utils import dequantize_model
 
-    from app.core.engine.cpu import cpu_attention
+    from app.core.engine.cpu import cpu_attention, native_kernel
 
     cpu_attention.install()
 
-    if any(
+    # Floating parameters only: packed words stay uint32. Before dequantizing, so the
+    # widened weights are q * scale + bias exactly: at the file's bfloat16 scales they
+    # were rounded to bfloat16 (logits 1 % off the quantized model's on a test model).
+    model.set_dtype(mx.float32)
+    if native:
+        _kernel_state = native_kernel.install(model)
+    else:
+        _kernel_state = KernelState(False, "not requested")
+    if not _kernel_state.used and any(
         isinstance(m, nn.QuantizedLinear | nn.QuantizedEmbedding)
         for _, m in model.named_modules()
     ):
         model = dequantize_model(model)
-    model.set_dtype(mx.float32)
     mx.eval(model.parameters())
     return model
+
+
+def kernel_state() -> KernelState:
+    """Whether the last adapted model uses the native quantized kernel, and why."""
+    return _kernel_state
 
 
 def parameter_bytes(model: nn.Module) -> int:

@@ -49,6 +49,21 @@ DOCUMENT_FIELDS = (
     "created_at",
     "error",
 )
+# A reply's tool calls, in order (exports from before tool calls have none).
+TOOL_CALL_FIELDS = (
+    "call_id",
+    "server",
+    "tool",
+    "arguments",
+    "result",
+    "is_error",
+    "decision",
+    "cut_note",
+    "original_tokens",
+    "result_tokens",
+    "seconds",
+    "created_at",
+)
 SEGMENT_FIELDS = (
     "segment_index",
     "token_count",
@@ -101,6 +116,15 @@ class ExportMixin(StoreBase):
                 )
                 for document in documents
             }
+            calls: dict[int, list[dict[str, Any]]] = {}
+            for row in db.query(
+                "SELECT * FROM tool_calls WHERE conversation_id = ?"
+                " ORDER BY message_id, position, id",
+                [conversation_id],
+            ):
+                call = pick(row, TOOL_CALL_FIELDS)
+                call["is_error"] = bool(call["is_error"])
+                calls.setdefault(row["message_id"], []).append(call)
             exported_at = self._now()
         message_index = {row["id"]: i for i, row in enumerate(messages)}
         summary_index = {row["id"]: i for i, row in enumerate(summaries)}
@@ -119,6 +143,8 @@ class ExportMixin(StoreBase):
                     "reasoning": row.get("reasoning") or "",
                     "stats": pick(row, STATS_COLUMNS),
                     "summary": summary_index.get(row["summary_id"]),
+                    # Only a reply that called tools has the key.
+                    **({"tool_calls": calls[row["id"]]} if row["id"] in calls else {}),
                 }
                 for row in messages
             ],

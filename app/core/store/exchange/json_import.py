@@ -25,6 +25,7 @@ from typing import Any
 from app.core.errors import InputError
 from app.core.presets.presets import repaired_preset
 from app.core.store.base import StoreBase, inserted_id
+from app.core.store.calls.tool_calls import DECISIONS
 from app.core.store.exchange.export import (
     CONVERSATION_FIELDS,
     DOCUMENT_FIELDS,
@@ -33,6 +34,7 @@ from app.core.store.exchange.export import (
     MESSAGE_FIELDS,
     SEGMENT_FIELDS,
     SUMMARY_FIELDS,
+    TOOL_CALL_FIELDS,
     pick,
 )
 from app.core.store.records import (
@@ -143,7 +145,20 @@ class ImportMixin(StoreBase):
                 }
                 if row["state"] == "generating":
                     row["state"] = "interrupted"
-                message_ids.append(inserted_id(db.table("messages").insert(row)))
+                message_id = inserted_id(db.table("messages").insert(row))
+                message_ids.append(message_id)
+                for position, call in enumerate(message.get("tool_calls") or []):
+                    db.table("tool_calls").insert(
+                        {
+                            **pick(call, TOOL_CALL_FIELDS),
+                            "is_error": int(bool(call.get("is_error"))),
+                            "decision": call.get("decision") or "",
+                            "cut_note": call.get("cut_note") or "",
+                            "conversation_id": conversation_id,
+                            "message_id": message_id,
+                            "position": position,
+                        }
+                    )
             summary_ids = [
                 inserted_id(
                     db.table("summaries").insert(
@@ -278,6 +293,11 @@ def _number(where: str, value: Any) -> None:
         raise ValueError(f"{where} is too large: {_short(value)}")
 
 
+def _boolean(where: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} is {_short(value)}, expected true or false")
+
+
 def _one_of(allowed: tuple[str, ...]) -> Callable[[str, Any], None]:
     def check(where: str, value: Any) -> None:
         if value not in allowed:
@@ -304,6 +324,20 @@ _MESSAGE = {
     "error": _optional_text,
     # Exports written before reasoning was stored apart have none.
     "reasoning": _optional_text,
+}
+_TOOL_CALL = {
+    "call_id": _text,
+    "server": _text,
+    "tool": _text,
+    "arguments": _text,
+    "result": _text,
+    "is_error": _boolean,
+    "decision": _optional(_one_of(DECISIONS)),
+    "cut_note": _optional_text,
+    "original_tokens": _optional(_whole(0)),
+    "result_tokens": _optional(_whole(0)),
+    "seconds": _optional(_number),
+    "created_at": _time,
 }
 _SUMMARY = {
     "content": _text,
@@ -368,6 +402,11 @@ def _validate(data: dict[str, Any]) -> None:
         for name in STATS_COLUMNS:
             _optional(_number)(f"{where}.stats.{name}", stats.get(name))
         _index(f"{where}.summary", message.get("summary"), len(summaries))
+        calls = _list(f"{where}.tool_calls", message.get("tool_calls") or [])
+        if calls and message.get("role") != "assistant":
+            raise ValueError(f"{where} has tool calls but is not a reply")
+        for j, call in enumerate(calls):
+            _object(f"{where}.tool_calls[{j}]", call, _TOOL_CALL)
     for i, summary in enumerate(summaries):
         where = f"summaries[{i}]"
         _object(where, summary, _SUMMARY)

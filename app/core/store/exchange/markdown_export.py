@@ -77,7 +77,11 @@ def _messages(
                 "",
             ]
         lines += _reasoning(message)
-        lines += [_content(message) or "*(empty)*", ""]
+        calls = message.get("tool_calls") or []
+        if message["content"] or not calls:
+            lines += [_content(message) or "*(empty)*", ""]
+        for call in calls:
+            lines += _tool_call(call)
         if message["error"]:
             lines += [f"**Error:** {message['error']}", ""]
         stats = _stats_line(message["stats"])
@@ -107,6 +111,43 @@ def _reasoning(message: dict[str, Any]) -> list[str]:
         "</details>",
         "",
     ]
+
+
+def _tool_call(call: dict[str, Any]) -> list[str]:
+    """One tool call as the chat's card shows it: a line, then the details."""
+    where = f"{call['server']} · " if call["server"] else ""
+    outcome = "error" if call["is_error"] else "result"
+    if call.get("decision") == "deny":
+        outcome = "denied"
+    seconds = call.get("seconds")
+    took = f" · {seconds:.2f} s" if seconds is not None else ""
+    lines = [
+        "<details>",
+        f"<summary>Tool call: {where}{literal_markdown(call['tool'])} ({outcome}"
+        f"{took})</summary>",
+        "",
+        "Arguments:",
+        "",
+        _fenced(call["arguments"] or "{}"),
+        "",
+        "Result:",
+        "",
+        _fenced(call["result"]),
+        "",
+    ]
+    if call.get("cut_note"):
+        lines += [f"*{literal_markdown(call['cut_note'])}*", ""]
+    return [*lines, "</details>", ""]
+
+
+def _fenced(text: str) -> str:
+    """``text`` in a code fence longer than any run of backticks inside it."""
+    longest, run = 0, 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def _content(message: dict[str, Any]) -> str:

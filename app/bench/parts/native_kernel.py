@@ -1,0 +1,289 @@
+"""Native quantized kernel: 4-bit decode with packed weights vs today's float32 path.
+
+The same 4-bit random-weight model (``native_shape``, qwen05 in a full run) is loaded
+twice in this process: once with its quantized layers served by the native kernel
+(`app.core.engine.cpu.native_kernel`, after its self-test) and once dequantized to
+float32 as the CPU backend does without it. Decode speed is timed with plain
+``mlx_lm.stream_generate`` (greedy, same prompt) in interleaved pairs, K D then D K;
+the ratio is the median over pairs, and both texts must agree. Resident weight bytes
+are the models' parameter bytes. The kernel's own speed is the packed bytes it reads
+(weights, scales, biases) per second on the model's matrix shapes, next to the
+machine's read bandwidth (`limits`) and a float32 one-row matmul of the same matrix
+through MLX's BLAS (today's decode product).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from app.bench.context import BenchContext
+from app.bench.parts import limits
+from app.bench.results import PartResult, Row
+from app.bench.stats import pair_ratios, spread_text, summarize
+from app.core.engine.cpu import native_build
+
+NAME = "native_kernel"
+TITLE = "Native quantized kernel vs float32 (4-bit decode)"
+RATIO_KEY = "native_kernel_decode_vs_float32"
+BYTES_KEY = "native_kernel_weight_bytes_vs_float32"
+BITS = 4
+GROUP = 64
+PROMPT_TOKENS = 64
+"""Prompt of each decode run; its prefill (over 8 rows: layers widened one at a time)
+is timed as the time to the first token."""
+
+
+def available(ctx: BenchContext) -> str | None:
+    """Runs on the CPU backend (without a build it reports why, as one row)."""
+    from app.core.engine.cpu.backend import uses_metal
+
+    if uses_metal():
+        return "the native kernel serves the CPU backend only"
+    return None
+
+
+def _model_dir(ctx: BenchContext, shape: str) -> Path:
+    from app.core.files import paths
+    from app.core.modelkit.model_builder import build_model
+
+    # Kept between runs, like the bench model: a 4-bit qwen05 takes minutes to build.
+    folder = paths.models_dir() / f"bench-{shape}-{BITS}bit"
+    if not (folder / "config.json").exists():
+        ctx.log(f"native_kernel: building a {BITS}-bit {shape} model")
+        build_model(folder, shape=shape, bits=BITS, seed=0)
+    return folder
+
+
+def _load(folder: Path, native: bool):
+    from mlx_lm.utils import load_model, load_tokenizer
+
+    from app.core.engine.cpu import backend
+
+    model, _ = load_model(folder)
+    model = backend.adapt_model(model, native=native)
+    state = backend.kernel_state()
+    return model, load_tokenizer(folder), state, backend.parameter_bytes(model)
+
+
+def _decode(
+    model, tokenizer, prompt: list[int], tokens: int
+) -> tuple[float, list[int], float]:
+    """Decode tok/s, the token ids and the time to the first token (the prefill)."""
+    from mlx_lm.generate import stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    times: list[float] = []
+    ids: list[int] = []
+    started = time.perf_counter()
+    for response in stream_generate(
+        model, tokenizer, prompt, max_tokens=tokens, sampler=make_sampler(temp=0.0)
+    ):
+        times.append(time.perf_counter())
+        ids.append(response.token)
+    tps = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+    return tps, ids, times[0] - started
+
+
+def _first_difference(a: list[int], b: list[int]) -> int:
+    """Index of the first differing greedy token (the length when none differs)."""
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _best(fn, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _matrix_speeds(
+    shapes: list[tuple[int, int]], reps: int, read_bytes: int
+) -> list[dict]:
+    """Packed bytes/s of the kernel and float32 bytes/s of BLAS, per matrix shape.
+
+    The machine's read bandwidth is measured again right before each shape: on a
+    shared machine it swings several-fold within minutes.
+    """
+    import mlx.core as mx
+
+    from app.core.engine.cpu import native_kernel
+
+    kernel = native_kernel.load_module()
+    assert kernel is not None, "available() checked the build"
+    batch = 8  # products per evaluation: one round trip is tens of microseconds
+    found = []
+    for rows, columns in shapes:
+        dense = mx.random.normal((rows, columns))
+        packed, scales, biases = mx.quantize(dense, group_size=GROUP, bits=BITS)
+        dense = mx.dequantize(packed, scales, biases, GROUP, BITS)
+        xs = [mx.random.normal((1, columns)) for _ in range(batch)]
+        mx.eval(dense, packed, scales, biases, *xs)
+        read = packed.nbytes + scales.nbytes + biases.nbytes
+
+        def kern(packed=packed, scales=scales, biases=biases, xs=xs):
+            mx.eval(
+                [
+                    kernel.quantized_matvec(x, packed, scales, biases, GROUP, BITS)
+                    for x in xs
+                ]
+            )
+
+        def blas(dense=dense, xs=xs):
+            mx.eval([x @ dense.T for x in xs])
+
+        kern(), blas()  # warm: first calls allocate
+        read_now = limits.read_bandwidth(reps, read_bytes)
+        kernel_s = _best(kern, reps) / batch
+        blas_s = _best(blas, reps) / batch
+        kernel.set_threads(2)
+        try:
+            two_threads_s = _best(kern, reps) / batch
+        finally:
+            kernel.set_threads(1)
+        found.append(
+            {
+                "shape": [rows, columns],
+                "kernel_us": kernel_s * 1e6,
+                "float32_blas_us": blas_s * 1e6,
+                "kernel_bytes_per_s": read / kernel_s,
+                "float32_bytes_per_s": dense.nbytes / blas_s,
+                "kernel_vs_float32_speed": blas_s / kernel_s,
+                "kernel_two_threads_bytes_per_s": read / two_threads_s,
+                "read_bytes_per_s_now": read_now,
+                "kernel_vs_read_bandwidth_now": read / kernel_s / read_now,
+            }
+        )
+        del dense, packed, scales, biases
+    return found
+
+
+def _measure(ctx: BenchContext, folder: Path, shape: str) -> dict:
+    from mlx_lm.utils import load_config
+
+    s = ctx.settings
+    kernel_model, tokenizer, state, kernel_bytes = _load(folder, native=True)
+    if not state.used:
+        raise RuntimeError(f"the kernel was not used: {state.reason}")
+    dense_model, _, _, dense_bytes = _load(folder, native=False)
+    prompt = list(range(10, 10 + PROMPT_TOKENS))
+    tokens = s.native_decode_tokens
+    _decode(kernel_model, tokenizer, prompt, 2)  # warm both
+    _decode(dense_model, tokenizer, prompt, 2)
+    kernel_runs: list[tuple[float, list[int], float]] = []
+    dense_runs: list[tuple[float, list[int], float]] = []
+    for pair in range(s.native_pairs):
+        order = [(kernel_model, kernel_runs), (dense_model, dense_runs)]
+        for model, runs in order if pair % 2 == 0 else order[::-1]:
+            runs.append(_decode(model, tokenizer, prompt, tokens))
+    del dense_model, kernel_model
+    config = load_config(folder)
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    shapes = [(inner, hidden), (hidden, inner), (config["vocab_size"], hidden)]
+    return {
+        "kernel_path": state.reason,
+        "kernel_tps": [r[0] for r in kernel_runs],
+        "float32_tps": [r[0] for r in dense_runs],
+        "kernel_ttft_s": [r[2] for r in kernel_runs],
+        "float32_ttft_s": [r[2] for r in dense_runs],
+        "same_text": all(
+            k[1] == d[1] for k, d in zip(kernel_runs, dense_runs, strict=True)
+        ),
+        "first_difference": _first_difference(kernel_runs[0][1], dense_runs[0][1]),
+        "kernel_weight_bytes": kernel_bytes,
+        "float32_weight_bytes": dense_bytes,
+        "matrices": _matrix_speeds(shapes, s.native_reps, s.limits_read_bytes),
+    }
+
+
+def run(ctx: BenchContext) -> PartResult:
+    """Time decode both ways and the kernel's bandwidth; return the ratios."""
+    s = ctx.settings
+    built = native_build.state()
+    if built.path is None:
+        # Not a skip: the run's other verdicts stay complete on a machine without a
+        # compiler; the table says why there is no comparison.
+        result = PartResult()
+        result.figures = {"built": False, "reason": built.reason}
+        result.rows = [Row("Native kernel", f"unavailable: {built.reason}")]
+        return result
+    folder = _model_dir(ctx, s.native_shape)
+    read_bw = limits.for_run(ctx).read_bytes_per_s
+    found = ctx.engine.submit(_measure, ctx, folder, s.native_shape).result()
+    ratios = summarize(pair_ratios(found["kernel_tps"], found["float32_tps"]))
+    # Prefill speed ratio: float32's time to first token ÷ the kernel model's.
+    prefill = summarize(pair_ratios(found["float32_ttft_s"], found["kernel_ttft_s"]))
+    bytes_ratio = found["kernel_weight_bytes"] / found["float32_weight_bytes"]
+    for matrix in found["matrices"]:
+        matrix["kernel_vs_read_bandwidth"] = matrix["kernel_bytes_per_s"] / read_bw
+    result = PartResult()
+    result.figures = {
+        "built": True,
+        "shape": s.native_shape,
+        "bits": BITS,
+        "group_size": GROUP,
+        "prompt_tokens": PROMPT_TOKENS,
+        "decode_tokens": s.native_decode_tokens,
+        "kernel_path": found["kernel_path"],
+        "kernel_decode_tps": summarize(found["kernel_tps"]),
+        "float32_decode_tps": summarize(found["float32_tps"]),
+        "kernel_ttft_s": summarize(found["kernel_ttft_s"]),
+        "float32_ttft_s": summarize(found["float32_ttft_s"]),
+        "prefill_speed_ratio": prefill,
+        "same_greedy_text": found["same_text"],
+        "greedy_tokens_equal_before_first_difference": found["first_difference"],
+        "kernel_weight_bytes": found["kernel_weight_bytes"],
+        "float32_weight_bytes": found["float32_weight_bytes"],
+        "read_bytes_per_s": read_bw,
+        "matrices": found["matrices"],
+        "ratio": ratios,
+    }
+    result.ratios[RATIO_KEY] = ratios["median"]
+    result.ratio_stats[RATIO_KEY] = ratios
+    result.ratios[BYTES_KEY] = bytes_ratio
+    label = f"{s.native_shape}, {BITS}-bit g{GROUP}, {s.native_decode_tokens} tokens"
+    result.rows = [
+        Row(
+            f"Decode tok/s, kernel ÷ float32 dequantized ({label})",
+            f"{ratios['median']:.2f}",
+            spread_text(ratios, 2),
+        ),
+        Row(
+            f"Prefill speed ({PROMPT_TOKENS}-token prompt, time to first token), "
+            "kernel model ÷ float32",
+            f"{prefill['median']:.2f}",
+            spread_text(prefill, 2),
+        ),
+        Row(
+            f"Resident weight bytes, kernel ÷ float32 ({s.native_shape})",
+            f"{bytes_ratio:.3f}",
+        ),
+        Row(
+            "Same greedy tokens both ways (else: tokens equal before the first "
+            "difference; random weights leave near-tied logits)",
+            "yes" if found["same_text"] else f"no ({found['first_difference']})",
+        ),
+    ]
+    for matrix in found["matrices"]:
+        rows, columns = matrix["shape"]
+        result.rows.append(
+            Row(
+                f"Kernel read bandwidth ÷ machine's measured just before, "
+                f"{rows}×{columns} one-row product (kernel "
+                f"{matrix['kernel_bytes_per_s'] / 1e9:.2f} GB/s, 2 threads "
+                f"{matrix['kernel_two_threads_bytes_per_s'] / 1e9:.2f}; kernel ÷ float32 BLAS "
+                f"speed {matrix['kernel_vs_float32_speed']:.2f})",
+                f"{matrix['kernel_vs_read_bandwidth_now']:.2f}",
+            )
+        )
+    result.notes.append(
+        f"Kernel path: {found['kernel_path']}. Read bandwidth "
+        f"{read_bw / 1e9:.1f} GB/s (limits); kernel bytes are the packed weights, "
+        "scales and biases it reads."
+    )
+    return result

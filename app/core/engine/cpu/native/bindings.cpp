@@ -1,0 +1,29 @@
+// The Python face of the kernel: one op and the switches the tests and bench use.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/variant.h>
+
+#include "qmm.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+NB_MODULE(_swapless_qmm, m) {
+  m.doc() = "Swapless's quantized matrix-vector product for MLX's CPU backend";
+  m.def(
+      "quantized_matvec",
+      &swapless::quantized_matvec,
+      "x"_a,
+      "w"_a,
+      "scales"_a,
+      "biases"_a,
+      "group_size"_a,
+      "bits"_a,
+      nb::kw_only(),
+      "stream"_a = nb::none(),
+      "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
+  m.def("simd_path", &swapless::simd_path, "The path this CPU takes: avx2 or scalar.");
+  m.def("force_scalar", &swapless::force_scalar, "on"_a, "Force the scalar path.");
+  m.def("set_threads", &swapless::set_threads, "n"_a, "Threads over output rows.");
+  m.def("threads", &swapless::threads, "Threads over output rows.");
+}

@@ -1,0 +1,76 @@
+// Quantized matrix-vector product over MLX's affine quantization, on the CPU.
+//
+// y = x @ dequantize(w, scales, biases).T for mlx-lm's packing: `w` is (N, K*bits/32)
+// uint32 words, element j of a row sitting at bits (j % (32/bits)) * bits of word
+// j / (32/bits); `scales` and `biases` are (N, K/group). The weights are read packed
+// and widened in registers only, never in memory.
+#pragma once
+
+#include <cstdint>
+
+#include "mlx/ops.h"
+#include "mlx/primitives.h"
+
+namespace swapless {
+
+namespace mx = mlx::core;
+
+// The largest number of input rows one pass over the weights serves; more rows are
+// served in passes of this many.
+constexpr int kMaxRows = 8;
+
+// The product for float32 inputs; returns (..., N) in x's dtype.
+mx::array quantized_matvec(
+    const mx::array& x,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits,
+    mx::StreamOrDevice s = {});
+
+// Which path the kernel takes on this CPU: "avx2" or "scalar".
+const char* simd_path();
+
+// Forces the scalar path (tests compare both on one machine).
+void force_scalar(bool on);
+
+// Rows of the output split across this many threads (1 = the calling worker only).
+void set_threads(int n);
+int threads();
+
+// The raw kernel over contiguous float32 buffers, for the self-test and the bench.
+void qmm_f32(
+    const float* x,
+    const uint32_t* w,
+    const float* scales,
+    const float* biases,
+    float* out,
+    int m,
+    int n,
+    int k,
+    int group_size,
+    int bits);
+
+class QuantizedMatvec : public mx::Primitive {
+ public:
+  QuantizedMatvec(mx::Stream stream, int group_size, int bits)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs)
+      override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs)
+      override;
+
+  const char* name() const override {
+    return "SwaplessQuantizedMatvec";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  int group_size_;
+  int bits_;
+};
+
+}  // namespace swapless

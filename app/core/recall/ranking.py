@@ -1,0 +1,94 @@
+"""Rank recall's candidates by relevance and importance; drop out-of-date ones.
+
+BM25 says which trimmed pairs share the new message's words; it cannot tell a
+statement from a question that merely repeats the words ("Which locker number is it?"
+outranks "My locker number is 4417." by being shorter). So each pair's BM25 relevance
+is weighted by its importance (`app.core.trim.importance`: facts, decisions,
+corrections), and a pair whose statements a newer message supersedes ("… is now 17"
+after "… is 42", in another candidate or in the messages still in view) is not
+recalled: the model should see the current value only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.core.recall.block import Recallable
+from app.core.trim.facts import sentences
+from app.core.trim.importance import claims, importance, superseded
+
+Found = list[tuple[tuple[Recallable, ...], float]]
+# Relevance gains this share per point of importance, up to `MAX_IMPORTANCE` points.
+IMPORTANCE_WEIGHT = 0.15
+MAX_IMPORTANCE = 8
+# Pairs whose weighted relevance is within this share of each other count as equal.
+TIE_BAND = 0.2
+
+
+def pair_importance(pair: tuple[Recallable, ...]) -> int:
+    """The most important sentence of a pair (`importance.importance`)."""
+    return max(
+        (importance(s, m.role) for m in pair for s in sentences(m.content)),
+        default=0,
+    )
+
+
+def current_only(found: Found, newer: Sequence[tuple[str, str]] = ()) -> Found:
+    """``found`` without the pairs whose statements are all out of date.
+
+    A pair goes when a sentence of it states a value a later message (a newer
+    candidate, or ``newer``: the messages after the trimmed ones, in view) states
+    differently, and no sentence of it states a current value.
+
+    Args:
+        found: Candidate pairs with their relevance.
+        newer: ``(role, text)`` of the messages after the trimmed part, oldest first.
+    """
+    messages = sorted({m.id: m for pair, _ in found for m in pair}.values(), key=_id)
+    if not messages:
+        return found
+    stale = superseded([(m.role, m.content) for m in messages] + list(newer))
+    stale_of = {m.id: stale[i] for i, m in enumerate(messages)}
+
+    def out_of_date(pair: tuple[Recallable, ...]) -> bool:
+        if not any(stale_of[m.id] for m in pair):
+            return False
+        return not any(
+            claims(s, m.role)
+            for m in pair
+            for i, s in enumerate(sentences(m.content))
+            if i not in stale_of[m.id]
+        )
+
+    return [(pair, relevance) for pair, relevance in found if not out_of_date(pair)]
+
+
+def _id(message: Recallable) -> int:
+    return message.id
+
+
+def ranked(found: Found) -> list[tuple[Recallable, ...]]:
+    """Pairs best first: BM25 weighted by importance; among near-equals the more
+    important, then the newer.
+
+    A fact stated again later matches the question as well as the first statement
+    did, so among equally important near-equal pairs the newer wins when only one
+    fits the budget.
+    """
+    if not found:
+        return []
+    weighted = []
+    for pair, relevance in found:
+        points = min(pair_importance(pair), MAX_IMPORTANCE)
+        weighted.append((pair, relevance * (1 + IMPORTANCE_WEIGHT * points), points))
+    best = max(score for _, score, _ in weighted) or 1.0
+
+    def band(score: float) -> int:
+        return int((best - score) / (abs(best) * TIE_BAND))
+
+    # Among near-equals the more important first, then the newer.
+    ordered = sorted(
+        weighted,
+        key=lambda item: (band(item[1]), -item[2], -max(m.id for m in item[0])),
+    )
+    return [pair for pair, _, _ in ordered]

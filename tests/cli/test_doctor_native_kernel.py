@@ -1,0 +1,55 @@
+"""`swapless doctor` says in one line whether the native quantized kernel is built."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+import pytest
+
+from app.cli import blas
+from app.cli.main import main
+from app.core.engine.cpu import native_build
+
+pytestmark = pytest.mark.skipif(
+    sys.platform == "darwin" and platform.machine() == "arm64",
+    reason="Metal keeps quantized weights without the native kernel",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_reexec(monkeypatch):
+    # In-process: main() would otherwise re-execute the interpreter with a fast BLAS.
+    monkeypatch.setenv(blas.NO_PRELOAD_ENV, "1")
+
+
+def _runtime(capsys) -> dict:
+    assert main(["doctor", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["runtime"]
+
+
+def test_without_a_build_doctor_says_how_to_build_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(native_build.CACHE_ENV, str(tmp_path / "empty"))
+    line = _runtime(capsys)["native_kernel"]
+    assert line.startswith("not built (run `make native`)")
+    assert "dequantized to float32" in line
+
+
+def test_a_build_for_these_sources_is_found(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(native_build.CACHE_ENV, str(tmp_path))
+    folder = tmp_path / native_build.build_key()
+    folder.mkdir()
+    (folder / f"{native_build.MODULE_NAME}.cpython-311-x86_64-linux-gnu.so").touch()
+    assert str(folder) in _runtime(capsys)["native_kernel"]
+    # A build for other sources or versions (another key) is never picked up.
+    (folder / f"{native_build.MODULE_NAME}.cpython-311-x86_64-linux-gnu.so").unlink()
+    (tmp_path / "0123456789abcdef").mkdir()
+    assert _runtime(capsys)["native_kernel"].startswith("not built")
+
+
+def test_switched_off_is_said(monkeypatch, capsys):
+    monkeypatch.setenv(native_build.DISABLE_ENV, "0")
+    assert (
+        _runtime(capsys)["native_kernel"] == "switched off (SWAPLESS_NATIVE_KERNEL=0)"
+    )
