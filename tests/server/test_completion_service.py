@@ -77,7 +77,9 @@ def test_over_the_limit_with_auto_trim_off_is_refused_with_the_numbers(
     # Counted in pieces only as far as the limit (the rest is never tokenized), so
     # the refusal states a lower bound, in the details and in words.
     assert details["prompt_tokens_at_least"] > 236 and details["auto_trim"] is False
-    assert f"{details['prompt_tokens_at_least']:,}" in str(error) and "256" in str(error)
+    assert f"{details['prompt_tokens_at_least']:,}" in str(error) and "256" in str(
+        error
+    )
     assert service.recent[-1].outcome == "refused"
 
 

@@ -69,7 +69,9 @@ def take_thinking_screenshots(folder: Path) -> list[Path]:
         try:
             model = install_reference_model(Path(home) / "models" / "reference")
             window = session.window
-            session.wait(window.models.loaded, 300, lambda: window.models.load(str(model)))
+            session.wait(
+                window.models.loaded, 300, lambda: window.models.load(str(model))
+            )
             if window.models.info is None:
                 raise RuntimeError("the reference model did not load")
             saved = _turn(session, folder, "light")

@@ -143,7 +143,7 @@ def test_replies_weigh_fully_and_prompts_a_tenth():
     assert format_tasks.call_text(task) in heavy
     assert task.result in heavy
     assert "<tools>" not in heavy and "<|im_start|>user" not in heavy  # prompt
-    assert set(weights.tolist()) == {1.0, corpus.PROMPT_WEIGHT}
+    assert set(weights.tolist()) == {1.0, float(np.float32(corpus.PROMPT_WEIGHT))}
 
 
 def test_made_up_tools_are_named_in_the_question_and_copied_into_the_call():
