@@ -90,3 +90,4 @@ screenshot: $(STAMP)
 # trim card with its summary, the notice area under (staged) pressure, dark theme live.
 screenshots: $(STAMP)
 	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.screenshot --set docs/screenshots
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.thinking_screenshots docs/screenshots

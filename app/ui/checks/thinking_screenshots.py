@@ -17,11 +17,39 @@ from pathlib import Path
 
 from app.ui.checks.screenshot import LAPTOP_SIZE, _Session
 
+# A pass-key question as the model was trained on (docs/reference-model.md): the code
+# stated first, text after it, the question last.
 QUESTION = (
-    "Remember this: the secret code is 4817. Lots of text follows here so that the "
-    "code is some way back. What is the secret code?"
+    "The secret code is 4817. Remember it. The memory gauge shows how much memory "
+    "the model, the caches and everything else use, and warns before the machine "
+    "would swap. What is the secret code?"
 )
 LIVE_AFTER_CHUNKS = 12
+
+
+def _live_shot_class():
+    from PySide6.QtCore import QObject, Slot
+
+    class LiveShot(QObject):
+        """Grabs the window once, after a few reasoning chunks have been shown."""
+
+        def __init__(self, session: _Session, path: Path, saved: list[Path]):
+            super().__init__()
+            self._session, self._path, self._saved = session, path, saved
+            self._seen = 0
+
+        @Slot(int, str)
+        def on_reasoning(self, _conversation: int, _text: str) -> None:
+            self._seen += 1
+            if self._seen == LIVE_AFTER_CHUNKS and not self._saved:
+                self._session.window.chat_view.scroll_to_bottom()
+                self._saved.append(self._session.save(self._path))
+
+    return LiveShot
+
+
+def _LiveShot(session: _Session, path: Path, saved: list[Path]):  # noqa: N802
+    return _live_shot_class()(session, path, saved)
 
 
 def _turn(session: _Session, folder: Path, theme: str) -> list[Path]:
@@ -32,25 +60,20 @@ def _turn(session: _Session, folder: Path, theme: str) -> list[Path]:
     window.current.new_chat()
     window.current.set_preset(
         get_preset("chat").with_changes(
-            thinking=True, max_tokens=120, temperature=0.0, system_prompt=""
+            thinking=True, max_tokens=40, temperature=0.0, system_prompt=""
         )
     )
     saved: list[Path] = []
-    seen = [0]
-
-    def on_reasoning(_conversation: int, _text: str) -> None:
-        seen[0] += 1
-        if seen[0] == LIVE_AFTER_CHUNKS and not saved:
-            window.chat_view.scroll_to_bottom()
-            saved.append(session.save(folder / f"thinking-live-{theme}.png"))
-
-    window.worker.reasoning_received.connect(on_reasoning)
+    relay = _LiveShot(session, folder / f"thinking-live-{theme}.png", saved)
+    # The relay lives on the UI thread, so the worker's signal reaches it queued: a
+    # grab from the worker's own thread paints widgets off the UI thread and crashes.
+    window.worker.reasoning_received.connect(relay.on_reasoning)
     try:
         session.wait(
             window.turns.reply_finished, 120, lambda: window.turns.send(QUESTION)
         )
     finally:
-        window.worker.reasoning_received.disconnect(on_reasoning)
+        window.worker.reasoning_received.disconnect(relay.on_reasoning)
     if not saved:
         raise RuntimeError("the model wrote no reasoning to show live")
     session.pause(300)
