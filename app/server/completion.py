@@ -70,13 +70,20 @@ from app.server.openai_chat.reasoning_fields import (
 )
 from app.server.stop_sequences import StopScanner
 from app.server.tool_paths import turn_tools_of
-from app.server.tool_prompt import engine_takes_tools, fold_tools
+from app.server.tool_prompt import engine_takes_tools, fold_history, fold_tools
 
 logger = logging.getLogger(__name__)
 # Accepted as the model name whatever is loaded, for clients configured once while
 # the app's model changes.
 MODEL_ALIAS = "swapless"
 RECENT_REQUESTS = 32
+
+
+def _offered(request: ChatRequest) -> bool:
+    """True when the request's tools are shown to the model: ``tool_choice: "none"``
+    renders the prompt without them, so the model cannot call what it was not shown
+    (docs/structured-output.md)."""
+    return bool(request.tools) and request.tool_choice != "none"
 
 
 def served_model_id(info) -> str:
@@ -564,8 +571,11 @@ class CompletionService:
         """The messages the engine renders; tools folded into the system turn when
         the model's template cannot take them."""
         messages = view.messages()
-        if request.tools and not self._templates_tools():
-            return fold_tools(messages, request.tools)
+        if not self._templates_tools():
+            if _offered(request):
+                return fold_tools(messages, request.tools)
+            if request.tools:  # "none": earlier calls and results stay, as text
+                return fold_history(messages)
         return messages
 
     def _turn_tools(self, request: ChatRequest) -> TurnTools | None:
@@ -576,7 +586,7 @@ class CompletionService:
         return turn_tools_of(request, self.engine)
 
     def _tool_kwargs(self, request: ChatRequest) -> dict:
-        if request.tools and self._templates_tools():
+        if _offered(request) and self._templates_tools():
             return {"tools": [tool.template_dict() for tool in request.tools]}
         return {}
 
