@@ -160,7 +160,11 @@ class CompletionService:
         self.pressure = pressure
         self.records = TrimRecords()
         self.recalls = RecallRecords()
-        self.index = ConversationIndex(lambda key: engine.cache_state(key).tokens)
+        self.index = ConversationIndex(
+            lambda key: engine.cache_state(key).tokens,
+            budget_bytes=self.branch_budget,
+            drop=self._drop_cache,
+        )
         self._costs: dict[str, TemplateCosts] = {}
         self._lock = threading.Lock()
         self._active: set[CancelToken] = set()
@@ -177,6 +181,22 @@ class CompletionService:
     def set_preset(self, preset: Preset) -> None:
         """Run requests that start from now on with ``preset``."""
         self._preset = preset
+
+    def branch_budget(self) -> int | None:
+        """KV bytes the clients' branches may hold together: the memory budget's KV
+        room less what the other caches (the app's conversations) hold; None when the
+        loaded model's budget is unknown."""
+        budget = getattr(self.engine, "device_budget", None)
+        live = getattr(self.engine, "live_kv_bytes", None)
+        if budget is None or live is None:
+            return None
+        others = max(0, live() - self.index.branch_bytes())
+        return max(0, budget.kv_limit() - others)
+
+    def _drop_cache(self, key: str) -> None:
+        drop = getattr(self.engine, "drop_cache", None)
+        if drop is not None:
+            drop(key)
 
     def effective_limit(self) -> int:
         """Tokens a request may hold: the preset's limit or the device's, if smaller."""

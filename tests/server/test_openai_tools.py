@@ -338,3 +338,44 @@ def test_tool_choice_none_shows_no_tools_and_returns_no_calls(client, steered):
     # The prompt is the one without tools (the definitions were not rendered).
     assert reply.usage.prompt_tokens == plain.usage.prompt_tokens
     assert offered.usage.prompt_tokens > plain.usage.prompt_tokens + 50
+
+
+def test_the_anthropic_client_gets_well_formed_calls_and_none_shows_no_tools(
+    serve, make_preset, steered
+):
+    import anthropic
+
+    from tests.server.test_anthropic_client import client_for as anthropic_client
+
+    client: anthropic.Anthropic = anthropic_client(serve(make_preset(max_tokens=200)))
+    tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "input_schema": t["function"]["parameters"],
+        }
+        for t in TOOLS
+    ]
+    fields = dict(
+        model="swapless",
+        system=MESSAGES[0]["content"],
+        messages=[MESSAGES[1]],
+        max_tokens=200,
+        tools=tools,
+    )
+    reply = client.messages.create(
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True}, **fields
+    )
+    (use,) = [b for b in reply.content if b.type == "tool_use"]
+    schema = {t["name"]: t["input_schema"] for t in tools}
+    jsonschema.validate(use.input, schema[use.name])
+    assert reply.stop_reason == "tool_use"
+    none = client.messages.create(tool_choice={"type": "none"}, **fields)
+    assert [b.type for b in none.content] == ["text"]
+    assert "<tool_call>" not in none.content[0].text
+    bare = {k: v for k, v in fields.items() if k not in ("tools", "max_tokens")}
+    counted = client.messages.count_tokens(
+        tool_choice={"type": "none"}, tools=tools, **bare
+    )
+    assert counted.input_tokens == client.messages.count_tokens(**bare).input_tokens
+    assert none.usage.input_tokens == counted.input_tokens
