@@ -307,4 +307,5 @@ TARGETS: dict[str, Target] = {
     "structured_vs_free": Target("at_least", 0.9),
     "reasoning_history_reused": Target("at_least", 0.95),
     "reasoning_kv_vs_answers_alone": Target("at_most", 1.1),
+    "lazy_call_vs_free": Target("at_least", 0.9),
 }

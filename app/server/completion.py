@@ -70,13 +70,20 @@ from app.server.openai_chat.reasoning_fields import (
 )
 from app.server.stop_sequences import StopScanner
 from app.server.tool_paths import turn_tools_of
-from app.server.tool_prompt import engine_takes_tools, fold_tools
+from app.server.tool_prompt import engine_takes_tools, fold_history, fold_tools
 
 logger = logging.getLogger(__name__)
 # Accepted as the model name whatever is loaded, for clients configured once while
 # the app's model changes.
 MODEL_ALIAS = "swapless"
 RECENT_REQUESTS = 32
+
+
+def _offered(request: ChatRequest) -> bool:
+    """True when the request's tools are shown to the model: ``tool_choice: "none"``
+    renders the prompt without them, so the model cannot call what it was not shown
+    (docs/structured-output.md)."""
+    return bool(request.tools) and request.tool_choice != "none"
 
 
 def served_model_id(info) -> str:
@@ -153,7 +160,11 @@ class CompletionService:
         self.pressure = pressure
         self.records = TrimRecords()
         self.recalls = RecallRecords()
-        self.index = ConversationIndex(lambda key: engine.cache_state(key).tokens)
+        self.index = ConversationIndex(
+            lambda key: engine.cache_state(key).tokens,
+            budget_bytes=self.branch_budget,
+            drop=self._drop_cache,
+        )
         self._costs: dict[str, TemplateCosts] = {}
         self._lock = threading.Lock()
         self._active: set[CancelToken] = set()
@@ -170,6 +181,22 @@ class CompletionService:
     def set_preset(self, preset: Preset) -> None:
         """Run requests that start from now on with ``preset``."""
         self._preset = preset
+
+    def branch_budget(self) -> int | None:
+        """KV bytes the clients' branches may hold together: the memory budget's KV
+        room less what the other caches (the app's conversations) hold; None when the
+        loaded model's budget is unknown."""
+        budget = getattr(self.engine, "device_budget", None)
+        live = getattr(self.engine, "live_kv_bytes", None)
+        if budget is None or live is None:
+            return None
+        others = max(0, live() - self.index.branch_bytes())
+        return max(0, budget.kv_limit() - others)
+
+    def _drop_cache(self, key: str) -> None:
+        drop = getattr(self.engine, "drop_cache", None)
+        if drop is not None:
+            drop(key)
 
     def effective_limit(self) -> int:
         """Tokens a request may hold: the preset's limit or the device's, if smaller."""
@@ -564,8 +591,11 @@ class CompletionService:
         """The messages the engine renders; tools folded into the system turn when
         the model's template cannot take them."""
         messages = view.messages()
-        if request.tools and not self._templates_tools():
-            return fold_tools(messages, request.tools)
+        if not self._templates_tools():
+            if _offered(request):
+                return fold_tools(messages, request.tools)
+            if request.tools:  # "none": earlier calls and results stay, as text
+                return fold_history(messages)
         return messages
 
     def _turn_tools(self, request: ChatRequest) -> TurnTools | None:
@@ -576,7 +606,7 @@ class CompletionService:
         return turn_tools_of(request, self.engine)
 
     def _tool_kwargs(self, request: ChatRequest) -> dict:
-        if request.tools and self._templates_tools():
+        if _offered(request) and self._templates_tools():
             return {"tools": [tool.template_dict() for tool in request.tools]}
         return {}
 

@@ -22,9 +22,11 @@ DEFAULT_PORT = DEFAULT_SERVER_PORT
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 # Requests waiting for the one model thread (or running); more are answered 429.
 DEFAULT_MAX_PENDING = 32
-# Client conversations whose caches stay in memory besides the active one; the memory
-# budget drops the least recently used first when a request needs the room.
-DEFAULT_MAX_IDLE_CACHES = 4
+# Client conversations whose caches stay in memory besides the active one: a backstop
+# only. Their bytes are what bounds them (the least recently used branch goes first
+# when they pass the memory budget's KV room, `ConversationIndex.evict_to_budget`), so
+# an agent's subagent branches are not dropped while memory is plentiful.
+DEFAULT_MAX_IDLE_CACHES = 16
 LOOPBACK_NAMES = ("localhost",)
 
 

@@ -16,6 +16,12 @@ token prefix with it, and when it diverges inside that cache (a subagent off the
 instructions and tools, a tool list changed near its end, an edited turn) the lease
 says to fork: the shared prefix is copied into a cache of its own, and both branches
 stay live until the engine's LRU, within the memory budget, drops one.
+
+Branches are bounded by their KV bytes, not only by their count: after every request
+the branches are held to ``budget_bytes()`` (the memory budget's KV room less what
+the app's own conversations hold), least recently used first out, and the caches of
+those evicted are dropped from the engine. The branch that just ran and busy ones are
+never evicted, so the hot branch survives however many others come and go.
 """
 
 from __future__ import annotations
@@ -89,12 +95,26 @@ class ConversationIndex:
         cached_tokens: Tokens the engine's cache of a key holds (0: none, e.g. it was
             dropped by the LRU or under memory pressure); for the status only.
         capacity: Conversations remembered.
+        budget_bytes: KV bytes the branches may hold together (None: no bound).
+        drop: Drops a key's engine cache (an evicted branch).
+
+    Attributes:
+        budget_bytes: As given (replaceable, e.g. by a test).
+        evicted: Keys evicted for bytes so far, oldest first (the last 64).
     """
 
     def __init__(
-        self, cached_tokens: Callable[[str], int], capacity: int = MAX_CONVERSATIONS
+        self,
+        cached_tokens: Callable[[str], int],
+        capacity: int = MAX_CONVERSATIONS,
+        *,
+        budget_bytes: Callable[[], int | None] = lambda: None,
+        drop: Callable[[str], None] = lambda key: None,
     ):
         self._cached_tokens = cached_tokens
+        self.budget_bytes = budget_bytes
+        self._drop = drop
+        self.evicted: list[str] = []
         self.capacity = capacity
         self._conversations: dict[str, _Conversation] = {}
         self._lock = threading.Lock()
@@ -180,7 +200,7 @@ class ConversationIndex:
     ) -> None:
         """Free a key; ``hashes`` is what its cache now continues (None: unchanged),
         ``tokens`` the prompt it now holds (for the branch trie) and ``nbytes`` its
-        size."""
+        size; then the branches are held to the byte budget (`evict_to_budget`)."""
         with self._lock:
             conversation = self._conversations.get(lease.key)
             if conversation is None:
@@ -191,6 +211,36 @@ class ConversationIndex:
                 conversation.hashes = hashes
             if tokens is not None:
                 self.branches.insert(lease.key, tokens, nbytes)
+        self.evict_to_budget(keep=lease.key)
+
+    def evict_to_budget(self, keep: str = "") -> list[str]:
+        """Drop least recently used branches until they fit ``budget_bytes()``.
+
+        Args:
+            keep: A key never evicted (the branch that just ran); busy ones are not
+                either.
+
+        Returns:
+            The keys evicted (their engine caches dropped, their conversations
+            forgotten).
+        """
+        budget = self.budget_bytes()
+        if budget is None:
+            return []
+        with self._lock:
+            busy = [k for k, c in self._conversations.items() if c.busy]
+            evicted = self.branches.evict(budget, keep=[keep, *busy])
+            for key in evicted:
+                self._conversations.pop(key, None)
+            self.evicted = (self.evicted + evicted)[-64:]
+        for key in evicted:  # outside the lock: it waits for the engine thread
+            self._drop(key)
+        return evicted
+
+    def branch_bytes(self) -> int:
+        """KV bytes the branches held when last released."""
+        with self._lock:
+            return self.branches.total_bytes
 
     def keys(self) -> list[str]:
         """Every key the server has used (live caches or not)."""

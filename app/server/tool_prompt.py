@@ -44,18 +44,22 @@ def tools_text(tools: tuple[ToolSpec, ...]) -> str:
 def fold_tools(messages: list[dict], tools: tuple[ToolSpec, ...]) -> list[dict]:
     """``messages`` with the tools in the system turn and calls/results as text."""
     block = tools_text(tools)
-    out: list[dict] = []
     if messages and messages[0]["role"] == "system":
-        out.append(
-            {"role": "system", "content": messages[0]["content"] + "\n\n" + block}
-        )
+        head = {"role": "system", "content": messages[0]["content"] + "\n\n" + block}
         messages = messages[1:]
     else:
-        out.append({"role": "system", "content": block})
+        head = {"role": "system", "content": block}
+    return [head, *fold_history(messages)]
+
+
+def fold_history(messages: list[dict]) -> list[dict]:
+    """``messages`` with earlier calls and results as text in the same markup (for a
+    turn whose tools are not shown: ``tool_choice: "none"``)."""
+    out: list[dict] = []
     for message in messages:
         if message["role"] == "tool":
             text = f"<tool_response>\n{message['content']}\n</tool_response>"
-            if out[-1]["role"] == "user":  # several results answer one turn
+            if out and out[-1]["role"] == "user":  # several results, one turn
                 out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + text}
             else:
                 out.append({"role": "user", "content": text})

@@ -14,6 +14,7 @@ def test_structured_part_reports_the_ratio_compile_time_and_reuse(smoke_run):
     part = results["parts"]["structured"]
     assert part["status"] == "ok", part
     assert results["ratios"]["structured_vs_free"] > 0
+    assert results["ratios"]["lazy_call_vs_free"] > 0
     data = json.loads((out / "results.json").read_text())
     figures = data["parts"]["structured"]["figures"]
     assert figures["tools"] == SMOKE.structured_tools == 2
@@ -21,4 +22,8 @@ def test_structured_part_reports_the_ratio_compile_time_and_reuse(smoke_run):
     # The second conversation took the definitions from the prefix cache.
     assert figures["tools_prompt_tokens"] > 400
     assert figures["tools_warm_reused_tokens"] > figures["tools_prompt_tokens"] - 20
-    assert "Grammar compile, 2 tools" in (out / "results.md").read_text()
+    assert figures["lazy_ratio"]["n"] == SMOKE.overhead_pairs
+    assert figures["lazy_call_decode_tps"]["min"] > 0
+    report = (out / "results.md").read_text()
+    assert "Grammar compile, 2 tools" in report
+    assert "inside a call the model opened" in report

@@ -17,7 +17,8 @@ import openai
 import pytest
 
 from app.core.engine.engine import Engine
-from tests.core.tools.tool_model import make_tool_model
+from tests.core.engine.steering import steer_calls
+from tests.core.tools.tool_model import MARKERS, make_tool_model
 from tests.server.test_openai_client import client_for
 
 WEATHER = {
@@ -277,3 +278,108 @@ def test_a_tool_result_that_cannot_fit_is_refused_with_the_numbers(serve, make_p
     fewest = details["prompt_tokens_at_least"]
     assert fewest + details["max_tokens"] > details["effective_limit"]
     assert f"{fewest:,}" in body["message"]
+
+
+@pytest.fixture
+def steered(engine, monkeypatch):
+    """Every tool turn is steered to open a call and to stop after one
+    (`tests.core.engine.steering`); what the call holds is the random model's."""
+    tokenizer = engine._require_model().tokenizer
+    start, end = (tokenizer.convert_tokens_to_ids(t) for t in MARKERS)
+    steer_calls(monkeypatch, start, end, min(tokenizer.eos_token_ids))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_auto_call_the_model_opens_is_well_formed(client, steered, stream):
+    schema = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for seed in range(3):
+        fields = dict(
+            model="swapless",
+            messages=MESSAGES,
+            tools=TOOLS,
+            tool_choice="auto",
+            parallel_tool_calls=False,
+            temperature=1.0,
+            seed=seed,
+        )
+        if stream:
+            chunks = list(client.chat.completions.create(stream=True, **fields))
+            deltas = [c.choices[0].delta for c in chunks if c.choices]
+            calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+            assert not "".join(d.content or "" for d in deltas)
+            name = calls[0].function.name
+            arguments = "".join(tc.function.arguments or "" for tc in calls)
+            finish = chunks[-1].choices[0].finish_reason
+        else:
+            reply = client.chat.completions.create(**fields)
+            (call,) = reply.choices[0].message.tool_calls
+            name, arguments = call.function.name, call.function.arguments
+            finish = reply.choices[0].finish_reason
+            assert "tool_call_notes" not in (reply.model_extra["swapless"] or {})
+        jsonschema.validate(json.loads(arguments), schema[name])
+        assert finish == "tool_calls"
+
+
+def test_tool_choice_none_shows_no_tools_and_returns_no_calls(client, steered):
+    plain = client.chat.completions.create(
+        model="swapless", messages=MESSAGES, max_tokens=12
+    )
+    offered = client.chat.completions.create(
+        model="swapless", messages=MESSAGES, tools=TOOLS, max_tokens=200
+    )
+    reply = client.chat.completions.create(
+        model="swapless",
+        messages=MESSAGES,
+        tools=TOOLS,
+        tool_choice="none",
+        max_tokens=12,
+    )
+    # The model was steered to open a call: under auto it did, under none it could not.
+    assert offered.choices[0].message.tool_calls
+    message = reply.choices[0].message
+    assert not message.tool_calls and "<tool_call>" not in (message.content or "")
+    assert reply.choices[0].finish_reason != "tool_calls"
+    # The prompt is the one without tools (the definitions were not rendered).
+    assert reply.usage.prompt_tokens == plain.usage.prompt_tokens
+    assert offered.usage.prompt_tokens > plain.usage.prompt_tokens + 50
+
+
+def test_the_anthropic_client_gets_well_formed_calls_and_none_shows_no_tools(
+    serve, make_preset, steered
+):
+    import anthropic
+
+    from tests.server.test_anthropic_client import client_for as anthropic_client
+
+    client: anthropic.Anthropic = anthropic_client(serve(make_preset(max_tokens=200)))
+    tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "input_schema": t["function"]["parameters"],
+        }
+        for t in TOOLS
+    ]
+    fields = dict(
+        model="swapless",
+        system=MESSAGES[0]["content"],
+        messages=[MESSAGES[1]],
+        max_tokens=200,
+        tools=tools,
+    )
+    reply = client.messages.create(
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True}, **fields
+    )
+    (use,) = [b for b in reply.content if b.type == "tool_use"]
+    schema = {t["name"]: t["input_schema"] for t in tools}
+    jsonschema.validate(use.input, schema[use.name])
+    assert reply.stop_reason == "tool_use"
+    none = client.messages.create(tool_choice={"type": "none"}, **fields)
+    assert [b.type for b in none.content] == ["text"]
+    assert "<tool_call>" not in none.content[0].text
+    bare = {k: v for k, v in fields.items() if k not in ("tools", "max_tokens")}
+    counted = client.messages.count_tokens(
+        tool_choice={"type": "none"}, tools=tools, **bare
+    )
+    assert counted.input_tokens == client.messages.count_tokens(**bare).input_tokens
+    assert none.usage.input_tokens == counted.input_tokens

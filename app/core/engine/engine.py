@@ -478,7 +478,12 @@ class Engine(EngineThread):
             if tools is not None:
                 from app.core.engine.tool_hooks import TurnHooks
 
-                hooks = TurnHooks.build(loaded.tokenizer, tools)
+                hooks = TurnHooks.build(
+                    loaded.tokenizer,
+                    tools,
+                    reasoning=self.tokenizer.reasoning,
+                    prompt_ids=prompt_ids,
+                )
                 emit, processors = hooks.wrap(handle._put), hooks.logits_processors
             cache = self._cache_for(key, kv)
             self._guard(key, cache, prompt_ids, kv, sampling, max_context)

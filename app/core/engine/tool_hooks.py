@@ -26,10 +26,15 @@ import mlx.core as mx
 import numpy as np
 
 from app.core.engine.events import GenerationEvent
+from app.core.engine.lazy_call import LazyCallProcessor, MarkerBan
+from app.core.reasoning.markers import NO_REASONING, ReasoningFormat
 from app.core.tools.call_stream import CallStream
 from app.core.tools.grammar import (
+    HarmonyMarkers,
+    harmony_call_grammar,
     json_object_grammar,
     json_schema_grammar,
+    lazy_call_grammar,
     tool_call_grammar,
 )
 from app.core.tools.model_format import call_format_or_generic, marker
@@ -128,6 +133,55 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     return None
 
 
+def lazy_grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
+    """The grammar of a call after its start marker under ``auto``, or None when the
+    model's call format has none here (formats other than JSON between markers and
+    harmony stay free; the call splitter still reads them)."""
+    fmt = call_format_or_generic(tokenizer)
+    if fmt.json_body:
+        return lazy_call_grammar(turn.tools, end=marker(tokenizer, fmt.end))
+    if fmt.name == "harmony":
+        constrain = marker(tokenizer, "<|constrain|>")
+        markers = HarmonyMarkers(
+            channel=marker(tokenizer, "<|channel|>"),
+            message=marker(tokenizer, "<|message|>"),
+            call=marker(tokenizer, fmt.end),
+            constrain=constrain if constrain.token_id is not None else None,
+        )
+        return harmony_call_grammar(turn.tools, markers)
+    return None
+
+
+def call_processor(
+    tokenizer: Any,
+    turn: TurnTools,
+    reasoning: ReasoningFormat = NO_REASONING,
+    prompt_ids: list[int] | tuple[int, ...] = (),
+) -> LazyCallProcessor | MarkerBan | None:
+    """What keeps an unforced turn's calls in shape: under ``auto`` the lazy call
+    grammar; under ``none`` a ban on a one-token start marker (the tools were not
+    shown, and no call may come back); else None."""
+    if not turn.tools or turn.constrained:
+        return None  # a forced call or a whole-reply schema is constrained already
+    fmt = call_format_or_generic(tokenizer)
+    start = marker(tokenizer, fmt.start)
+    if not turn.offers_tools:
+        return MarkerBan(start.token_id) if start.token_id is not None else None
+    grammar = lazy_grammar_for(tokenizer, turn)
+    if grammar is None:
+        return None
+    lltok = ll_tokenizer(tokenizer)
+    return LazyCallProcessor(
+        lltok,
+        grammar,
+        start,
+        vocab_size=lltok.vocab_size,
+        reasoning=reasoning,
+        prompt_ids=prompt_ids,
+        max_calls=None if turn.parallel else 1,
+    )
+
+
 @dataclass
 class TurnHooks:
     """The processors and the event filter of one turn.
@@ -141,13 +195,29 @@ class TurnHooks:
     stream: CallStream | None
 
     @classmethod
-    def build(cls, tokenizer: Any, turn: TurnTools) -> TurnHooks:
+    def build(
+        cls,
+        tokenizer: Any,
+        turn: TurnTools,
+        *,
+        reasoning: ReasoningFormat = NO_REASONING,
+        prompt_ids: list[int] | tuple[int, ...] = (),
+    ) -> TurnHooks:
         """Make the hooks for ``turn`` on the loaded ``tokenizer``.
+
+        Args:
+            tokenizer: The loaded model's tokenizer wrapper.
+            turn: What the turn asks.
+            reasoning: The model's reasoning format (reasoning is never constrained).
+            prompt_ids: The turn's prompt.
 
         Raises:
             ToolInputError: The model cannot do what the turn asks.
         """
         processors: list[Callable[[mx.array, mx.array], mx.array]] | None = None
+        lazy = call_processor(tokenizer, turn, reasoning, prompt_ids)
+        if lazy is not None:
+            processors = [lazy]
         grammar = grammar_for(tokenizer, turn)
         if grammar is not None:
             lltok = ll_tokenizer(tokenizer)

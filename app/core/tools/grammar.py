@@ -109,6 +109,60 @@ def tool_call_grammar(
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
+def lazy_call_grammar(tools: Sequence[ToolSpec], *, end: Marker) -> str:
+    """The grammar of what follows a call's start marker under ``auto``: newline,
+    ``{"name": …, "arguments": …}`` for one of ``tools``, newline, ``end``.
+
+    Applied only once the model has written the start marker itself
+    (`app.core.engine.lazy_call`), so the format is mlx-lm's ``json_tools`` one.
+    """
+    body = {**call_body_schema(tools, ToolChoice("auto")), "x-guidance": COMPACT}
+    lark = f'start: "\\n" body "\\n" {end.lark()}\nbody: %json {json.dumps(body)}\n'
+    return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+@dataclass(frozen=True)
+class HarmonyMarkers:
+    """gpt-oss's header tokens a harmony call is written with.
+
+    Attributes:
+        channel: ``<|channel|>``.
+        message: ``<|message|>``.
+        call: ``<|call|>`` (ends the call and the reply).
+        constrain: ``<|constrain|>``, or None when the vocabulary lacks it.
+    """
+
+    channel: Marker
+    message: Marker
+    call: Marker
+    constrain: Marker | None = None
+
+
+def harmony_call_grammar(tools: Sequence[ToolSpec], markers: HarmonyMarkers) -> str:
+    """The grammar of what follows ``to=functions.`` in a harmony reply.
+
+    The function's name, then the rest of the header as gpt-oss writes it (`` <|constrain|>json``
+    after a channel's recipient, or ``<|channel|>commentary json`` after a role's),
+    ``<|message|>``, the arguments valid against that function's schema, ``<|call|>``.
+    """
+    constrain = f"{markers.constrain.lark()}? " if markers.constrain else ""
+    rules = [
+        f'header: (" " {constrain}"json")? '
+        f'| {markers.channel.lark()} "commentary" (" " {constrain}"json")?'
+    ]
+    options = []
+    for i, tool in enumerate(tools):
+        arguments = {**(tool.parameters or {"type": "object"}), "x-guidance": COMPACT}
+        options.append(f"call_{i}")
+        rules.append(
+            f"call_{i}: {json.dumps(tool.name)} header {markers.message.lark()} "
+            f"args_{i} {markers.call.lark()}"
+        )
+        rules.append(f"args_{i}: %json {json.dumps(arguments)}")
+    lark = "start: " + " | ".join(options) + "\n" + "\n".join(rules) + "\n"
+    return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
 def check_grammar(grammar: str, field: str) -> None:
     """Compile ``grammar`` without a tokenizer; refuse it in words if it fails.
 

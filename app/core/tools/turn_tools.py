@@ -32,14 +32,22 @@ class TurnTools:
     response_schema: dict[str, Any] | None = None
     json_object: bool = False
 
+    @property
+    def offers_tools(self) -> bool:
+        """True when the tools are shown to the model: ``tool_choice: "none"`` renders
+        the prompt without them (docs/structured-output.md says why)."""
+        return bool(self.tools) and self.choice.mode != "none"
+
     def template_tools(self) -> list[dict[str, Any]] | None:
-        """The tools as chat templates take them (None when there are none)."""
+        """The tools as chat templates take them (None when none are offered)."""
+        if not self.offers_tools:
+            return None
         return [t.template_dict() for t in self.tools] or None
 
     @property
     def parses_calls(self) -> bool:
         """True when calls in the output are taken out of the answer."""
-        return bool(self.tools) and self.choice.mode != "none"
+        return self.offers_tools
 
     @property
     def constrained(self) -> bool:

@@ -9,6 +9,11 @@ Three figures (issue #25, point 6):
 - **Grammar compile time for a 20-tool set** the size of a coding agent's (each tool
   with a few KB of description and 4–8 typed parameters), as a forced call compiles
   it: the llguidance matcher built on the loaded model's tokenizer.
+- **Decode speed inside a call the model opened itself ÷ free decoding** (the lazy
+  grammar under ``tool_choice: "auto"``): the same prompt — tools rendered, the call's
+  start marker at its end, as if the model had just written it — decoded free and
+  with the lazy call grammar, which is then constrained from the first token (one
+  tool with an unbounded string argument, so the call lasts the full count).
 - **First-token latency with those 20 tools**: cold (nothing cached: a fresh nonce in
   the system turn) vs warm (another conversation with the same definitions, reused
   from the prefix cache). The definitions go in as the generic rendering (JSON in the
@@ -35,6 +40,20 @@ from app.core.tools.turn_tools import TurnTools
 NAME = "structured"
 TITLE = "Structured output and tools: decode cost, compile time, tool-prefix reuse"
 RATIO_KEY = "structured_vs_free"
+LAZY_KEY = "lazy_call_vs_free"
+# The lazy measurement's one tool: its argument never ends, so neither does the call.
+NOTE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "write_note",
+        "description": "Write a note.",
+        "parameters": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+    },
+}
 TOOL_COUNT = 20
 # Sentences of description per tool: ~700 characters, about what a coding agent sends.
 DESCRIPTION_REPEATS = 20
@@ -102,6 +121,54 @@ def _decode(ctx: BenchContext, messages, tokens: int, tools) -> float:
     if len(times) < 2 or times[-1] <= times[0]:
         return 0.0
     return (len(times) - 1) / (times[-1] - times[0])
+
+
+def _decode_ids(ctx: BenchContext, prompt_ids: list[int], tokens: int, tools) -> float:
+    """Decode tok/s of ``tokens`` tokens after ``prompt_ids`` (tools: the turn's)."""
+    engine: Any = ctx.engine  # BenchContext types it loosely
+    engine.drop_cache("bench-lazy")
+    sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_tokens=tokens, seed=0)
+    times = []
+    handle = engine.generate(
+        "bench-lazy", prompt_ids, KVSettings(), sampling, tools=tools
+    )
+    for event in handle:
+        if isinstance(event, GenerationEvent) and not event.finished:
+            times.append(time.perf_counter())
+    engine.drop_cache("bench-lazy")
+    if len(times) < 2 or times[-1] <= times[0]:
+        return 0.0
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def _opened_call_prompt(ctx: BenchContext, messages, native: bool) -> list[int]:
+    """The prompt with the note tool offered and its call's start marker at the end."""
+    from app.server.tool_prompt import fold_tools
+
+    engine: Any = ctx.engine  # BenchContext types it loosely
+    specs = parse_tools([NOTE_TOOL])
+    if native:
+        ids = engine.render(messages, True, [spec.template_dict() for spec in specs])
+    else:
+        ids = engine.render(fold_tools(messages, specs), True)
+    start = engine.tool_call_format().start
+    tokenizer = ctx.loaded_model().tokenizer
+    return list(ids) + list(tokenizer.encode(start, add_special_tokens=False))
+
+
+def _lazy_ratio(ctx: BenchContext, messages, tokens: int, native: bool):
+    """(lazy tok/s runs, free tok/s runs) on the same opened-call prompt, paired."""
+    s = ctx.settings
+    prompt_ids = _opened_call_prompt(ctx, messages, native)
+    turn = TurnTools(parse_tools([NOTE_TOOL]), ToolChoice("auto"))
+    _decode_ids(ctx, prompt_ids, tokens, turn)  # untimed: compiles and warms
+    lazy_tps: list[float] = []
+    free_tps: list[float] = []
+    for pair in range(s.overhead_pairs):
+        order = [(lazy_tps, turn), (free_tps, None)]
+        for runs, tools in order if pair % 2 == 0 else reversed(order):
+            runs.append(_decode_ids(ctx, prompt_ids, tokens, tools))
+    return lazy_tps, free_tps
 
 
 def _compile_seconds(ctx: BenchContext, specs) -> tuple[float, float]:
@@ -172,6 +239,9 @@ def run(ctx: BenchContext) -> PartResult:
     met = TARGETS[RATIO_KEY].holds(ratios["median"])
 
     native = engine.supports_tools()
+    lazy_tps, lazy_free_tps = _lazy_ratio(ctx, messages, tokens, native)
+    lazy = summarize(pair_ratios(lazy_tps, lazy_free_tps))
+    lazy_met = TARGETS[LAZY_KEY].holds(lazy["median"])
     turn = TurnTools(specs, ToolChoice("auto")) if native else None
     definitions = (
         "" if native else "\n\n# Tools\n" + "\n".join(json.dumps(t) for t in raw_tools)
@@ -187,6 +257,9 @@ def run(ctx: BenchContext) -> PartResult:
         "schema_decode_tps": summarize(schema_tps),
         "free_decode_tps": summarize(free_tps),
         "ratio": ratios,
+        "lazy_call_decode_tps": summarize(lazy_tps),
+        "lazy_free_decode_tps": summarize(lazy_free_tps),
+        "lazy_ratio": lazy,
         "tools": len(raw_tools),
         "tools_json_bytes": len(json.dumps(raw_tools)),
         "ll_tokenizer_s": tokenizer_s,
@@ -200,6 +273,9 @@ def run(ctx: BenchContext) -> PartResult:
     result.ratios[RATIO_KEY] = ratios["median"]
     result.ratio_stats[RATIO_KEY] = ratios
     result.targets_met[RATIO_KEY] = met
+    result.ratios[LAZY_KEY] = lazy["median"]
+    result.ratio_stats[LAZY_KEY] = lazy
+    result.targets_met[LAZY_KEY] = lazy_met
     result.rows = [
         Row(
             f"Decode tok/s with a JSON schema ÷ free ({tokens} tokens)",
@@ -207,6 +283,14 @@ def run(ctx: BenchContext) -> PartResult:
             spread_text(ratios, 3),
             TARGETS[RATIO_KEY].text(),
             yes_no(met),
+        ),
+        Row(
+            f"Decode tok/s inside a call the model opened (lazy grammar, auto) ÷ "
+            f"free ({tokens} tokens)",
+            f"{lazy['median']:.3f}",
+            spread_text(lazy, 3),
+            TARGETS[LAZY_KEY].text(),
+            yes_no(lazy_met),
         ),
         Row(
             f"Grammar compile, {len(raw_tools)} tools ({len(json.dumps(raw_tools)):,} "

@@ -229,18 +229,20 @@ class BranchTrie:
             return Plan("fork", match.key, match.common)
         return Plan("new")
 
-    def evict(self, budget_bytes: int) -> list[str]:
+    def evict(self, budget_bytes: int, keep: Iterable[str] = ()) -> list[str]:
         """Branches to drop, least recently used first, until the unprotected and
-        protected together fit ``budget_bytes`` (protected ones are never named).
+        protected together fit ``budget_bytes`` (protected ones, and ``keep``'s — the
+        branch just used, busy ones — are never named).
 
         The branches named are removed from the trie.
         """
+        kept = set(keep)
         dropped = []
         total = self.total_bytes
         for branch in sorted(self._branches.values(), key=lambda b: b.used):
             if total <= budget_bytes:
                 break
-            if branch.protected:
+            if branch.protected or branch.key in kept:
                 continue
             total -= branch.nbytes
             dropped.append(branch.key)
