@@ -23,6 +23,7 @@ from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import MAX_TRIM_ROUNDS
 from app.core.chat.trimmer import TrimOutcome
 from app.core.engine.events import GenerationEvent, ModelInfo
+from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
 from app.core.errors import BudgetError
 from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.presets.presets import Preset
@@ -708,6 +709,12 @@ def _summary_of(event: Finished) -> RequestSummary:
     )
 
 
+# Up to one counting piece of characters a request is tokenized whole and refused with
+# its exact size (cheap at that size); past it only a lower bound is counted, in
+# pieces, as far as the limit.
+EXACT_REFUSAL_CHARS = COUNT_PIECE_CHARS
+
+
 def _refuse_unreadably_long(
     engine, request: ChatRequest, preset, max_tokens: int, limit: int
 ) -> None:
@@ -724,6 +731,10 @@ def _refuse_unreadably_long(
     messages = request.messages
     if preset.auto_trim and not getattr(request, "never_trim", False):
         messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
+    if sum(len(m.content) for m in messages) <= EXACT_REFUSAL_CHARS:
+        # Cheap to count exactly: the full path refuses with the exact prompt size,
+        # which clients act on (Claude Code reads "prompt is too long: N tokens").
+        return
     tokenizer = engine.tokenizer
     fewest = sum(tokenizer.fewest_tokens(m.content) for m in messages)
     if fewest + max_tokens <= limit:

@@ -219,21 +219,22 @@ def _conversation(ctx, engine, store, mode: str) -> tuple[list[dict], dict]:
 @contextlib.contextmanager
 def _cut_skipped(skip: bool) -> Iterator[None]:
     """While ``skip``, the session leaves the reasoning in the cache (before the cut)."""
-    from app.core.chat import conversation_session
+    # The turn's tool loop (`tool_loop`) is where a finished reply's cache is aligned.
+    from app.core.chat import tool_loop
 
     if not skip:
         yield
         return
-    saved = conversation_session.align_cache
+    saved = tool_loop.align_cache
 
     def uncut(engine, key, messages, report, thinking):
         return report
 
-    conversation_session.align_cache = uncut
+    tool_loop.align_cache = uncut
     try:
         yield
     finally:
-        conversation_session.align_cache = saved
+        tool_loop.align_cache = saved
 
 
 def _common(a: list[int], b: list[int]) -> int:
