@@ -123,15 +123,24 @@ def thinking_model_dir(tmp_path_factory):
     tokenizer = train_tokenizer(
         config["vocab_size"] - len(chat_format.FORMAT_TOKENS) - spare
     )
+    tokenizer.save(str(root / "plain-tokenizer.json"))
     chat_format.extend_tokenizer(tokenizer)
     tokenizer.save(str(base / "tokenizer.json"))
     made: dict[str, object] = {}
 
-    def get(template: str = chat_format.CHAT_TEMPLATE, extra_tokens=()):
-        key = template + "\0" + "\0".join(extra_tokens)
+    def get(
+        template: str = chat_format.CHAT_TEMPLATE, extra_tokens=(), think_tokens=True
+    ):
+        """``think_tokens=False``: without ``<think>`` and the tool tokens (a model
+        whose markers are others, e.g. Gemma 4's channels, has none of them)."""
+        key = template + "\0" + "\0".join(extra_tokens) + f"\0{think_tokens}"
         if key not in made:
             folder = root / f"tiny-thinking-{len(made)}"
             shutil.copytree(base, folder)
+            if not think_tokens:
+                shutil.copyfile(
+                    root / "plain-tokenizer.json", folder / "tokenizer.json"
+                )
             if extra_tokens:
                 from tokenizers import AddedToken, Tokenizer
 

@@ -28,6 +28,20 @@ from app.core.reasoning.history import NEXT_TURN_PLACEHOLDER
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
 HARMONY = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>")
 DEEPSEEK = ("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>")
+GEMMA4 = (
+    "<|turn>",
+    "<turn|>",
+    "<|channel>",
+    "<channel|>",
+    "<|think|>",
+    "<|tool>",
+    "<tool|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    '<|"|>',
+)
 
 CASES = {
     # name: (template file, extra tokens, thinking on, reasoning is cut every turn)
@@ -36,6 +50,9 @@ CASES = {
     "qwq": ("qwq.jinja", (), True, True),
     "deepseek-r1-distill": ("deepseek-r1-distill.jinja", DEEPSEEK, True, True),
     "gpt-oss": ("gpt-oss.jinja", HARMONY, True, False),
+    # Gemma 4 drops every thought channel from history; with thinking off its prompt
+    # ends in an empty one, which the cut takes out of the cache after each reply.
+    "gemma4-thinking-off": ("gemma4.jinja", GEMMA4, False, True),
 }
 
 
@@ -47,7 +64,9 @@ def engines(thinking_model_dir):
         if template not in made:
             engine = Engine()
             text = (TEMPLATES / template).read_text()
-            engine.load(thinking_model_dir(text, extra))
+            # Gemma 4's tokenizer has its channel tokens and no <think>.
+            own_markers = template == "gemma4.jinja"
+            engine.load(thinking_model_dir(text, extra, think_tokens=not own_markers))
             made[template] = engine
         return made[template]
 

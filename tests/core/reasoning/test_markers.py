@@ -66,6 +66,25 @@ def test_harmony_channels_are_found_and_effort_is_the_switch(thinking_model_dir)
     }
 
 
+def test_gemma4_thought_channel_and_its_switch(thinking_model_dir):
+    from tests.core.chat.test_reasoning_cache import GEMMA4
+
+    template = (TEMPLATES / "gemma4.jinja").read_text()
+    tokenizer = load_tokenizer(thinking_model_dir(template, GEMMA4, think_tokens=False))
+    fmt = detect(tokenizer)
+    assert fmt.has_reasoning and fmt.start == "<|channel>thought"
+    assert fmt.end == "<channel|>" and len(fmt.start_ids) > 1
+    assert fmt.switch == "enable_thinking"
+    off = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}],
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
+    # Off: the prompt ends with an empty thought channel (opened and closed).
+    assert not prompt_opens_reasoning(fmt, off)
+    assert tokenizer.decode(off).endswith("<|channel>thought\n<channel|>")
+
+
 def test_switches_are_read_from_template_text():
     assert template_switch((TEMPLATES / "qwen3.jinja").read_text(), "think") == (
         "enable_thinking"
