@@ -126,7 +126,7 @@ class PromptTokenizer:
         if cached is None:
             extra = {"tools": tools} if tools else {}
             text = self._tokenizer.apply_chat_template(
-                list(messages),
+                self._with_template_fields(messages),
                 add_generation_prompt=add_generation_prompt,
                 tokenize=False,
                 **extra,
@@ -136,6 +136,25 @@ class PromptTokenizer:
             if len(text) <= MAX_CACHED_CHARS:
                 self._renders.put(key, cached)
         return list(cached)
+
+    def _with_template_fields(self, messages: Sequence[dict]) -> list[dict]:
+        """The messages with reasoning also under the name this template reads.
+
+        Swapless gives a reply's reasoning as ``reasoning_content`` (Qwen3's and most
+        templates' name); gpt-oss's published template reads it from ``thinking``
+        (and keeps it before a tool call), so there it is given under both names.
+        """
+        template = self.chat_template or ""
+        if "message.thinking" not in template and "'thinking' in message" not in (
+            template.replace('"', "'")
+        ):
+            return list(messages)
+        return [
+            {**m, "thinking": m["reasoning_content"]}
+            if m.get("reasoning_content") and "thinking" not in m
+            else m
+            for m in messages
+        ]
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens (not memoised)."""

@@ -142,3 +142,35 @@ def test_the_reference_format_renders_exactly_as_transformers_does(thinking_mode
                 messages, tools, add_generation_prompt=prompt, enable_thinking=thinking
             )
     assert tokenizer.has_tool_calling and tokenizer.tool_call_start == "<tool_call>"
+
+
+def test_gpt_oss_keeps_the_analysis_before_a_tool_call_from_reasoning_content(
+    thinking_model_dir,
+):
+    """gpt-oss's template reads a reply's analysis from ``thinking`` and keeps it
+    before a tool call; Swapless gives ``reasoning_content``, also passed as
+    ``thinking`` where the template reads that name."""
+    from app.core.engine.prompt_tokenizer import PromptTokenizer
+
+    folder = thinking_model_dir((TEMPLATES / "gpt-oss.jinja").read_text(), HARMONY)
+    tokenizer = PromptTokenizer(load_tokenizer(folder))
+    call = {
+        "type": "function",
+        "id": "c1",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    messages = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I should look it up.",
+            "tool_calls": [call],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "Rain, 4 degrees."},
+    ]
+    text = tokenizer.decode(tokenizer.render(messages))
+    assert "I should look it up." in text
+    # A template that reads reasoning_content is given the messages unchanged.
+    plain = PromptTokenizer(load_tokenizer(thinking_model_dir()))
+    assert "thinking" not in plain._with_template_fields(messages)[1]
