@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from app.server.admission import busy_headers
 from app.server.anthropic_messages import messages_response as anthropic
 from app.server.anthropic_messages.messages_request import parse_messages_request
 from app.server.bridge import GONE, TICK, Bridge, Failed
@@ -57,6 +58,8 @@ class ServerApp(Protocol):
     def guard(self, request: Request) -> tuple[RequestError, dict | None] | None: ...
 
     async def body(self, request: Request) -> bytes: ...
+
+    def admit(self, request: Request, parsed: object, body_bytes: int) -> None: ...
 
     async def begin(
         self,
@@ -136,7 +139,7 @@ class AgentRoutes:
         try:
             return await self.server.body(request)
         except RequestError as exc:
-            return errors(exc)
+            return busy_headers(errors(exc), exc)
         except ClientDisconnect:
             return Response(status_code=400)
 
@@ -160,8 +163,10 @@ class AgentRoutes:
             return body
         try:
             parsed = parse(body)
+            self.server.admit(request, parsed.chat, len(body))
         except RequestError as exc:
-            return errors(exc)
+            return busy_headers(errors(exc), exc)
+        del body  # the parsed messages are what waits
         chat = parsed.chat
         service = self.server.service
         started = await self.server.begin(
@@ -304,8 +309,10 @@ class AgentRoutes:
         try:
             parsed = text_completion.parse_completion_request(body)
             run = text_completion.runner(service, parsed)
+            self.server.admit(request, parsed, len(body))
         except RequestError as exc:
-            return openai_error(exc)
+            return busy_headers(openai_error(exc), exc)
+        del body
         started = await self.server.begin(request, run, openai_error)
         if isinstance(started, Response):
             return started

@@ -31,6 +31,16 @@ from starlette.routing import Route
 
 from app.core.cancel import CancelToken
 from app.core.turn.parts import ToolCallDelta, ToolCallStarted
+from app.server.admission import (
+    Admission,
+    ReleaseTickets,
+    busy_headers,
+    kv_need,
+    memory_room,
+    parsed_bytes,
+    read_counted,
+    ticket_of,
+)
 from app.server.agent_routes import AgentRoutes
 from app.server.bridge import GONE as _GONE
 from app.server.bridge import Bridge as _Bridge
@@ -97,12 +107,16 @@ class ServerApp:
         self.service = service
         self.config = config
         self.pending = _Pending(config.max_pending)
+        # What queued requests hold and will need, against the memory budget's room.
+        self.admission = Admission(
+            lambda: memory_room(service.engine, service.index.branch_bytes)
+        )
         self.workers = ThreadPoolExecutor(
             max_workers=config.max_pending, thread_name_prefix="swapless-server"
         )
         # Anthropic Messages, OpenAI Responses and Completions.
         self.agent = AgentRoutes(self)
-        middleware = []
+        middleware = [Middleware(ReleaseTickets, admission=self.admission)]
         if config.cors_origins:
             middleware.append(
                 Middleware(
@@ -213,13 +227,26 @@ class ServerApp:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise too_large
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_counted(request, limit, too_large, self.admission)
+
+    def admit(self, request: Request, parsed: object, body_bytes: int) -> None:
+        """Count a parsed request's memory (body, messages, prompt KV) while it waits.
+
+        Raises:
+            ServiceUnavailable: It does not fit beside the requests already waiting.
+        """
+        ticket = ticket_of(request.scope)
+        if ticket is None:
+            return
+        service = self.service
+        need = (
+            body_bytes
+            + parsed_bytes(parsed, body_bytes)
+            + kv_need(
+                service.engine, service.preset, service.effective_limit(), body_bytes
+            )
+        )
+        self.admission.charge(ticket, need)
 
     # -- routes ----------------------------------------------------------------------
 
@@ -259,6 +286,7 @@ class ServerApp:
                 "status": "ok",
                 "model": self.service.model_id(),
                 "active_requests": self.pending.count,
+                "queued_bytes": self.admission.held,
             }
         )
 
@@ -268,9 +296,12 @@ class ServerApp:
         if refusal is not None:
             return refusal
         try:
-            chat = parse_chat_request(await self._body(request))
+            body = await self._body(request)
+            chat = parse_chat_request(body)
+            self.admit(request, chat, len(body))
+            del body  # the parsed messages are what waits
         except RequestError as exc:
-            return error_response(log_refusal(exc))
+            return busy_headers(error_response(log_refusal(exc)), exc)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is listening
         started = await self.begin(
@@ -336,6 +367,10 @@ class ServerApp:
             )
         watcher = asyncio.ensure_future(self._watch_disconnect(request, bridge))
         first = await bridge.get()
+        # Started (the engine counts its cache from now on) or ended: no longer queued.
+        ticket = ticket_of(request.scope)
+        if ticket is not None:
+            self.admission.release(ticket)
         if first is _GONE or isinstance(first, _Failed):
             watcher.cancel()
             if first is _GONE:
