@@ -85,36 +85,39 @@ def test_requests_over_the_room_are_refused_at_once_and_the_rest_complete(
 
     gate = threading.Event()
     busy = engine.submit(gate.wait)  # the model thread is taken: every request waits
+    pool = ThreadPoolExecutor(4)
     try:
-        with ThreadPoolExecutor(4) as pool:
-            futures = [pool.submit(ask) for _ in range(4)]
-            done: set[Future] = set()
-            while len(done) < 2:
-                finished, _ = wait(
-                    [f for f in futures if f not in done],
-                    timeout=120,
-                    return_when=FIRST_COMPLETED,
-                )
-                assert finished, "no request was refused while the model was busy"
-                done |= finished
-            # Refused while the model was still busy: no request could have run.
-            assert not gate.is_set() and len(done) == 2
-            for future in done:
-                error = future.exception()
-                assert isinstance(error, openai.APIStatusError), error
-                assert error.status_code == 503
-                assert error.body["code"] == "memory_pressure"
-                assert error.response.headers["retry-after"].isdigit()
-            assert 0 < admission.held <= 2.5 * need  # the two waiting are counted
-            gate.set()
-            answers = [f.result(timeout=120) for f in futures if f not in done]
+        futures = [pool.submit(ask) for _ in range(4)]
+        done: set[Future] = set()
+        while len(done) < 2:
+            finished, _ = wait(
+                [f for f in futures if f not in done],
+                timeout=60,
+                return_when=FIRST_COMPLETED,
+            )
+            assert finished, "no request was refused while the model was busy"
+            done |= finished
+        # Refused while the model was still busy: no request could have run.
+        assert not gate.is_set() and len(done) == 2
+        for future in done:
+            error = future.exception()
+            assert isinstance(error, openai.APIStatusError), error
+            assert error.status_code == 503
+            assert error.body["code"] == "memory_pressure"
+            assert error.response.headers["retry-after"].isdigit()
+        assert 0 < admission.held <= 2.5 * need  # the two waiting are counted
+        gate.set()
+        answers = [f.result(timeout=120) for f in futures if f not in done]
         assert len(answers) == 2 and all(isinstance(a, str) for a in answers)
     finally:
-        gate.set()
+        gate.set()  # never leave the model thread (or the clients) waiting
         busy.result(timeout=60)
+        pool.shutdown(wait=True)
     assert admission.held == 0
     # A body that fails to parse leaves nothing counted either.
-    status, _ = _call(server, "POST", "/v1/chat/completions", b'{"model": ' + b" " * 50_000)
+    status, _ = _call(
+        server, "POST", "/v1/chat/completions", b'{"model": ' + b" " * 50_000
+    )
     assert status == 400
     status, health = _call(server, "GET", "/health")
     assert status == 200 and health["queued_bytes"] == 0 and admission.held == 0
