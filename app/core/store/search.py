@@ -109,14 +109,19 @@ class SearchMixin(StoreBase):
             # conversations were written in turns): 0 when the ids have no gap.
             others = 0
             if high - low + 1 != total:
-                others = db.execute(
-                    "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ?",
-                    [low, high],
-                ).fetchone()[0] - total
+                others = (
+                    db.execute(
+                        "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ?",
+                        [low, high],
+                    ).fetchone()[0]
+                    - total
+                )
             kept = [
                 term
                 for term in terms
-                if not _too_common(db, conversation_id, term, (low, high, total), others)
+                if not _too_common(
+                    db, conversation_id, term, (low, high, total), others
+                )
             ]
         return kept
 
