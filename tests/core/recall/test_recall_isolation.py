@@ -15,7 +15,18 @@ from app.core.recall.recaller import RecallResult, recall_for
 from app.core.store import Store
 from app.core.store.search import PRUNE_FROM_MESSAGES
 
-COMMON = "river hill valley lantern meadow ledger harbor summit quartz willow".split()
+COMMON = [
+    "river",
+    "hill",
+    "valley",
+    "lantern",
+    "meadow",
+    "ledger",
+    "harbor",
+    "summit",
+    "quartz",
+    "willow",
+]
 OTHER_MESSAGES = 3_000
 QUESTIONS = [
     "What about the river and item 7?",
