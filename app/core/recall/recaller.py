@@ -67,7 +67,7 @@ def recall_for(
     if not terms or budget <= 0:
         return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
     # Words in most messages weigh nothing in BM25 but cost the most to score.
-    query = terms_query(store.informative_terms(terms))
+    query = terms_query(store.informative_terms(terms, conversation_id))
     if not query:
         return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
     found: Found = list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from app.core.store.base import StoreBase
+from app.core.store.database import Database
 from app.core.store.records import Message, SearchHit
 
 HIT_START = "["
@@ -80,39 +81,49 @@ class SearchMixin(StoreBase):
         hits += [SearchHit(*row) for row in message_rows]
         return hits
 
-    def informative_terms(self, terms: list[str]) -> list[str]:
-        """``terms`` without the ones BM25 gives no weight (for recall's OR query).
+    def informative_terms(self, terms: list[str], conversation_id: int) -> list[str]:
+        """``terms`` without the ones too common in the conversation (for recall's OR query).
 
-        FTS5's BM25 clamps the weight of a term found in half or more of all indexed
+        FTS5's BM25 clamps the weight of a term found in half or more of the indexed
         messages to nearly zero (its IDF, log((N - n + 0.5) / (n + 0.5)), is <= 0);
         leaving such a term in an OR query changes no ranking, yet makes FTS5 score
         every row that has it — on a 5,000-message conversation, most of the recall
-        step's time. Checked only once the index is large enough for that to matter;
-        a term the index has not seen (or spells differently) is kept.
+        step's time. Counted over this conversation's messages, not the whole store:
+        other conversations must neither keep a word this one is full of (the store's
+        own counts did: in a store twice the conversation's size a word in every
+        message of it is in under half of all) nor drop one it rarely uses. Checked
+        only once the conversation is large enough for that to matter; a term the
+        index has not seen (or spells differently) is kept.
 
         Args:
             terms: Lowercased words (`app.core.recall.query.recall_terms`).
+            conversation_id: The conversation recall searches.
         """
         if not terms:
             return terms
         with self._reading() as db:
-            total = db.execute("SELECT count(*) FROM messages").fetchone()[0]
+            low, high, total = _id_range(db, conversation_id)
             if total < PRUNE_FROM_MESSAGES:
                 return terms
-            if not getattr(self, "_vocabulary_ready", False):
-                # Per connection, in its temporary schema: no migration, no file.
-                db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_vocabulary"
-                    " USING fts5vocab(main, messages_fts, 'row')"
+            # Messages of other conversations among this one's ids (none unless
+            # conversations were written in turns): 0 when the ids have no gap.
+            others = 0
+            if high - low + 1 != total:
+                others = (
+                    db.execute(
+                        "SELECT count(*) FROM messages WHERE id BETWEEN ? AND ?",
+                        [low, high],
+                    ).fetchone()[0]
+                    - total
                 )
-                self._vocabulary_ready = True
-            counts = {
-                term: db.execute(
-                    "SELECT doc FROM temp.messages_vocabulary WHERE term = ?", [term]
-                ).fetchone()
+            kept = [
+                term
                 for term in terms
-            }
-        return [t for t in terms if counts[t] is None or 2 * counts[t][0] < total]
+                if not _too_common(
+                    db, conversation_id, term, (low, high, total), others
+                )
+            ]
+        return kept
 
     def search_trimmed(
         self, conversation_id: int, query: str, limit: int = 16
@@ -131,14 +142,19 @@ class SearchMixin(StoreBase):
         if not query or limit <= 0:
             return []
         with self._reading() as db:
+            low, high, _ = _id_range(db, conversation_id)
+            # FTS5 scores (BM25) every row it matches before the join can filter
+            # them: the rowid range keeps the rows of conversations outside this
+            # one's ids from being scored at all (same hits, same order).
             hits = db.execute(
                 "SELECT m.id, -bm25(messages_fts) FROM messages_fts JOIN messages m"
                 " ON m.id = messages_fts.rowid"
-                " WHERE messages_fts MATCH ? AND m.conversation_id = ?"
+                " WHERE messages_fts MATCH ? AND messages_fts.rowid BETWEEN ? AND ?"
+                " AND m.conversation_id = ?"
                 " AND m.summary_id IS NOT NULL AND m.role IN ('user', 'assistant')"
                 " AND m.state IN ('complete', 'interrupted')"
                 " ORDER BY rank LIMIT ?",
-                [query, conversation_id, limit * 2],
+                [query, low, high, conversation_id, limit * 2],
             ).fetchall()
             pairs: list[tuple[tuple[Message, ...], float]] = []
             seen: set[int] = set()
@@ -151,6 +167,67 @@ class SearchMixin(StoreBase):
                 if len(pairs) >= limit:
                     break
             return pairs
+
+
+def _too_common(
+    db: Database,
+    conversation_id: int,
+    term: str,
+    span: tuple[int, int, int],
+    others: int,
+) -> bool:
+    """Whether ``term`` is in half or more of a conversation's messages.
+
+    FTS5 counts the rows in the conversation's id range from its own index, without
+    reading a message; that count is exact when no other conversation has ids in the
+    range (``others`` is 0) and too high by at most ``others`` otherwise; only a
+    count that close to half is made exactly, message by message.
+
+    Args:
+        db: The open database.
+        conversation_id: The conversation.
+        term: A lowercased word.
+        span: The conversation's lowest and highest message id and its message count.
+        others: Messages of other conversations with ids in that range.
+    """
+    low, high, total = span
+    match = terms_match(term)
+    within = db.execute(
+        "SELECT count(*) FROM messages_fts"
+        " WHERE messages_fts MATCH ? AND rowid BETWEEN ? AND ?",
+        [match, low, high],
+    ).fetchone()[0]
+    if 2 * within < total:
+        return False
+    if 2 * (within - others) >= total:
+        return True
+    # CROSS JOIN: FTS5 first (only the term's rows), then each row's message; the
+    # other order runs one FTS5 query per message of the conversation.
+    exact = db.execute(
+        "SELECT count(*) FROM messages_fts CROSS JOIN messages m"
+        " ON m.id = messages_fts.rowid WHERE messages_fts MATCH ?"
+        " AND messages_fts.rowid BETWEEN ? AND ? AND m.conversation_id = ?",
+        [match, low, high, conversation_id],
+    ).fetchone()[0]
+    return 2 * exact >= total
+
+
+def terms_match(term: str) -> str:
+    """The FTS5 query of one lowercased word, quoted (as recall's OR query has it)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _id_range(db: Database, conversation_id: int) -> tuple[int, int, int]:
+    """The lowest and highest message id of a conversation and its message count.
+
+    Cheap: all three come from the ``(conversation_id, id)`` index.
+    """
+    low, high, total = db.execute(
+        "SELECT coalesce(min(id), 0), coalesce(max(id), -1), count(*)"
+        " FROM messages WHERE conversation_id = ?",
+        [conversation_id],
+    ).fetchone()
+    return int(low), int(high), int(total)
 
 
 def _pair_of(db, conversation_id: int, message_id: int) -> tuple[Message, ...]:
