@@ -38,6 +38,19 @@ def test_the_committed_folder_is_a_small_float16_llama():
     assert builder["shape"] == "reference" and builder["random_weights"] is False
 
 
+def test_an_installed_copy_is_private_from_the_start(tmp_path):
+    import os
+    import stat
+
+    from app.core.modelkit.reference.install import install_reference_model
+
+    os.umask(0o022)  # the usual umask: plain copies would be readable by all
+    folder = install_reference_model(tmp_path / "models" / "reference")
+    for name in MODEL_FILES:
+        mode = stat.S_IMODE((folder / name).stat().st_mode)
+        assert mode & 0o077 == 0, (name, oct(mode))
+
+
 def _evaluate(engine, sizes):
     def job():
         return evaluation.evaluate(engine._require_model(), sizes)

@@ -96,6 +96,9 @@ def install_reference_model(folder: str | Path) -> Path:
     try:
         for name in MODEL_FILES:
             shutil.copyfile(source / name, staging / name)
+            # Private from the start: copies keep the umask's 0644 otherwise, and
+            # the next start would have to tighten them (and say so).
+            private_files.make_private(staging / name)
         return _publish(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
