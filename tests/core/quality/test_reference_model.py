@@ -44,8 +44,11 @@ def test_an_installed_copy_is_private_from_the_start(tmp_path):
 
     from app.core.modelkit.reference.install import install_reference_model
 
-    os.umask(0o022)  # the usual umask: plain copies would be readable by all
-    folder = install_reference_model(tmp_path / "models" / "reference")
+    old = os.umask(0o022)  # the usual umask: plain copies would be readable by all
+    try:
+        folder = install_reference_model(tmp_path / "models" / "reference")
+    finally:
+        os.umask(old)
     for name in MODEL_FILES:
         mode = stat.S_IMODE((folder / name).stat().st_mode)
         assert mode & 0o077 == 0, (name, oct(mode))
