@@ -351,6 +351,9 @@ class TurnController(QObject):
             return
         if not live.reasoning_chunks:
             live.reasoning_started = time.monotonic()
+            # The prompt is read: the Thinking block counts from here, and a
+            # "Reading the prompt… 100%" left under it would say the opposite.
+            self.set_footer("Writing…")
         live.reasoning_text += text
         live.reasoning_chunks += 1
         if self._shows_live():
