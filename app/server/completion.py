@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -341,7 +342,8 @@ class CompletionService:
                     "auto_trim": preset.auto_trim,
                     "memory_pressure": pressure,
                 }
-                plan = plan_for(
+                plan_with = partial(
+                    plan_for,
                     engine,
                     view,
                     history,
@@ -352,21 +354,11 @@ class CompletionService:
                     preset=preset,
                     pressure=pressure,
                 )
+                plan = plan_with()
                 reserve = 0
                 if plan.action is not Action.PROCEED and recalls:
                     # A trim keeps the recall budget free, as a chat's does.
-                    reserved = plan_for(
-                        engine,
-                        view,
-                        history,
-                        costs,
-                        prompt_tokens=prompt_tokens,
-                        max_tokens=sampling.max_tokens,
-                        limit=limit,
-                        preset=preset,
-                        pressure=pressure,
-                        reserve=recall_budget(limit),
-                    )
+                    reserved = plan_with(reserve=recall_budget(limit))
                     if reserved.action is not Action.REFUSE:
                         plan, reserve = reserved, recall_budget(limit)
                 if plan.action is Action.PROCEED:
