@@ -110,17 +110,12 @@ def _decode(ctx: BenchContext, messages, tokens: int, tools) -> float:
     engine: Any = ctx.engine  # BenchContext types it loosely
     engine.drop_cache("bench-structured")
     sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_tokens=tokens, seed=0)
-    times = []
     handle = engine.chat(
         "bench-structured", messages, KVSettings(), sampling, tools=tools
     )
-    for event in handle:
-        if isinstance(event, GenerationEvent) and not event.finished:
-            times.append(time.perf_counter())
+    rate = _tokens_per_s(handle)
     engine.drop_cache("bench-structured")
-    if len(times) < 2 or times[-1] <= times[0]:
-        return 0.0
-    return (len(times) - 1) / (times[-1] - times[0])
+    return rate
 
 
 def _decode_ids(ctx: BenchContext, prompt_ids: list[int], tokens: int, tools) -> float:
@@ -128,14 +123,20 @@ def _decode_ids(ctx: BenchContext, prompt_ids: list[int], tokens: int, tools) ->
     engine: Any = ctx.engine  # BenchContext types it loosely
     engine.drop_cache("bench-lazy")
     sampling = SamplingSettings(temperature=1.0, top_p=1.0, max_tokens=tokens, seed=0)
-    times = []
     handle = engine.generate(
         "bench-lazy", prompt_ids, KVSettings(), sampling, tools=tools
     )
+    rate = _tokens_per_s(handle)
+    engine.drop_cache("bench-lazy")
+    return rate
+
+
+def _tokens_per_s(handle) -> float:
+    """Tokens a second between the first and the last token ``handle`` streams."""
+    times = []
     for event in handle:
         if isinstance(event, GenerationEvent) and not event.finished:
             times.append(time.perf_counter())
-    engine.drop_cache("bench-lazy")
     if len(times) < 2 or times[-1] <= times[0]:
         return 0.0
     return (len(times) - 1) / (times[-1] - times[0])
