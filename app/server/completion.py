@@ -45,6 +45,12 @@ from app.core.turn.parts import (
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
+from app.server.history_bound import (
+    HistoryCounts,
+    count_history,
+    message_texts,
+    needs_counting,
+)
 from app.server.history_recall import (
     RecallRecords,
     recall_request,
@@ -319,7 +325,18 @@ class CompletionService:
         # Recall puts trimmed originals back before the new message (not for agent
         # protocols, which manage their own history).
         recalls = preset.recall and not never_trim
-        prompt_ids = self._prompt_ids(view, request)
+        # A history far over the limit is not rendered whole: its first trim is
+        # planned from counts bounded per message (`history_bound`).
+        counted = (
+            count_history(engine.tokenizer, view, limit, costs.message_overhead)
+            if needs_counting(view)
+            else None
+        )
+        bounded = counted is not None and counted.bounded
+        if bounded:
+            prompt_ids = self._head_ids(view)
+        else:
+            prompt_ids = self._prompt_ids(view, request)
         lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
         finished = None
@@ -331,8 +348,12 @@ class CompletionService:
             outcome: TrimOutcome | None = None
             reason = ""
             for _ in range(MAX_TRIM_ROUNDS):
-                prompt_ids = self._prompt_ids(view, request)
-                prompt_tokens = len(prompt_ids)
+                if bounded and counted is not None:
+                    # A lower bound, past twice the limit: a trim is needed.
+                    prompt_tokens = self._bounded_tokens(view, counted, costs)
+                else:
+                    prompt_ids = self._prompt_ids(view, request)
+                    prompt_tokens = len(prompt_ids)
                 details = {
                     "prompt_tokens": prompt_tokens,
                     "max_tokens": sampling.max_tokens,
@@ -353,6 +374,7 @@ class CompletionService:
                     limit=limit,
                     preset=preset,
                     pressure=pressure,
+                    counts=counted.counts if bounded and counted else None,
                 )
                 plan = plan_with()
                 reserve = 0
@@ -396,7 +418,9 @@ class CompletionService:
                     limit=limit,
                     cancel=cancel,
                     random_weights=info.random_weights,
+                    whole=not bounded,
                 )
+                bounded = False  # the kept part was rendered and fits: render whole
                 self.records.remember(history, record)
                 view = with_blocks(model_view(history, record, costs.style), blocks)
                 reason = plan.reason
@@ -622,6 +646,27 @@ class CompletionService:
                 f"The model's chat template cannot render these messages: {exc}",
                 param="messages",
             ) from exc
+
+    def _head_ids(self, view: ModelView) -> list[int]:
+        """Tokens of the view's head alone (system messages, summary): what a
+        history too long to render whole is matched against the caches with."""
+        try:
+            return self.engine.render([m.as_dict() for m in view.head], False)
+        except Exception:  # noqa: BLE001 - a template that needs a user turn
+            return []
+
+    def _bounded_tokens(
+        self, view: ModelView, counted: HistoryCounts, costs: TemplateCosts
+    ) -> int:
+        """A lower bound on the prompt's tokens from the head, the bounded counts
+        and the newest message (already bounded by `_refuse_unreadably_long`)."""
+        new = view.body[-1]
+        return (
+            len(self._head_ids(view))
+            + sum(counted.counts)
+            + sum(self.engine.count_tokens(text) for text in message_texts(new))
+            + costs.message_overhead
+        )
 
     def _template_costs(self, info) -> TemplateCosts:
         costs = self._costs.get(info.identity)

@@ -13,6 +13,7 @@ client's next requests.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.cancel import CancelToken
@@ -79,19 +80,26 @@ def plan_for(
     preset: Preset,
     pressure: str,
     reserve: int = 0,
+    counts: Sequence[int] | None = None,
 ) -> TrimPlan:
     """Ask the trim policy about a request (nothing is changed).
 
     The history the policy may drop is the view's body before the new message; a
     summary already in the view is folded into the next one, as in a chat. ``reserve``
     tokens are kept free for recall (`history_recall`), as a chat's planner does.
+    ``counts`` (a history too long to render whole, `history_bound`) are the older
+    messages' tokens counted within a bound, instead of counting each whole.
     """
     *older, new = view.body
     history_messages = [
         HistoryMessage(
             key=index,
             role=message.role,
-            tokens=engine.count_tokens(message.content) + costs.message_overhead,
+            tokens=(
+                counts[index]
+                if counts is not None
+                else engine.count_tokens(message.content) + costs.message_overhead
+            ),
         )
         for index, message in enumerate(older)
     ]
@@ -180,8 +188,13 @@ def apply_trim(
     limit: int,
     cancel: CancelToken,
     random_weights: bool,
+    whole: bool = True,
 ) -> tuple[TrimOutcome, TrimRecord]:
     """Summarise the view's ``drop`` oldest body messages and fix the cache of ``key``.
+
+    ``whole`` False: the view is too long to render whole (`history_bound`), so the
+    summary is extractive (bounded per message; the model's would render it all) and
+    the cache is rebuilt from the kept part (a splice renders the old view to align).
 
     Returns:
         What the trim did, and the record standing for the client's messages it
@@ -194,7 +207,7 @@ def apply_trim(
     dropped = history.messages[start : start + drop]
     kept = view.body[drop:-1]
     mode = preset.summary_mode
-    if mode == "model" and random_weights:
+    if mode == "model" and (random_weights or not whole):
         mode = "extractive"  # a random-weight model's summary would be noise
     trimmer = Trimmer(
         engine,
@@ -217,7 +230,7 @@ def apply_trim(
     head = head_with_summary(systems, summary, costs.style)
     new_messages = [m.as_dict() for m in (*head, *kept)]
     used, cache_note, computed, held = trimmer.fix_cache(
-        preset.trim_method,
+        preset.trim_method if whole else "rebuild",
         old_messages,
         len(view.head) + drop,
         new_messages,
