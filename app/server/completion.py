@@ -45,12 +45,6 @@ from app.core.turn.parts import (
 from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
-from app.server.history_bound import (
-    HistoryCounts,
-    count_history,
-    message_texts,
-    needs_counting,
-)
 from app.server.history_recall import (
     RecallRecords,
     recall_request,
@@ -59,10 +53,14 @@ from app.server.history_recall import (
     with_blocks,
 )
 from app.server.history_trim import (
+    HistoryCounts,
     TemplateCosts,
     apply_trim,
+    count_history,
     fit_plan,
     measure_template,
+    message_texts,
+    needs_counting,
     plan_for,
 )
 from app.server.openai_chat.client_history import (
@@ -326,7 +324,7 @@ class CompletionService:
         # protocols, which manage their own history).
         recalls = preset.recall and not never_trim
         # A history far over the limit is not rendered whole: its first trim is
-        # planned from counts bounded per message (`history_bound`).
+        # planned from counts bounded per message (`history_trim`).
         counted = (
             count_history(engine.tokenizer, view, limit, costs.message_overhead)
             if needs_counting(view)

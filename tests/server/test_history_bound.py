@@ -15,7 +15,7 @@ import pytest
 
 from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
 from app.server.admission import kv_need, parsed_bytes
-from app.server.history_bound import (
+from app.server.history_trim import (
     RENDER_WHOLE_FACTOR,
     WORK_BYTES_PER_TOKEN,
     count_history,
