@@ -332,7 +332,13 @@ def count_history(
     for index in range(len(older) - 1, -1, -1):
         count = overhead
         for text in message_texts(older[index]):
-            count += count_within(tokenizer, text, max(0, bound - total - count))
+            if total > bound:
+                # Past the bound every older message goes: a lower bound will do,
+                # nothing more is tokenized (20,000 short messages were each
+                # counted).
+                count += tokenizer.fewest_tokens(text)
+            else:
+                count += count_within(tokenizer, text, max(0, bound - total - count))
         counts[index] = count
         total += count
     return HistoryCounts(tuple(counts), total > bound)
