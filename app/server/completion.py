@@ -53,10 +53,14 @@ from app.server.history_recall import (
     with_blocks,
 )
 from app.server.history_trim import (
+    HistoryCounts,
     TemplateCosts,
     apply_trim,
+    count_history,
     fit_plan,
     measure_template,
+    message_texts,
+    needs_counting,
     plan_for,
 )
 from app.server.openai_chat.client_history import (
@@ -319,7 +323,18 @@ class CompletionService:
         # Recall puts trimmed originals back before the new message (not for agent
         # protocols, which manage their own history).
         recalls = preset.recall and not never_trim
-        prompt_ids = self._prompt_ids(view, request)
+        # A history far over the limit is not rendered whole: its first trim is
+        # planned from counts bounded per message (`history_trim`).
+        counted = (
+            count_history(engine.tokenizer, view, limit, costs.message_overhead)
+            if needs_counting(view)
+            else None
+        )
+        bounded = counted is not None and counted.bounded
+        if bounded:
+            prompt_ids = self._head_ids(view)
+        else:
+            prompt_ids = self._prompt_ids(view, request)
         lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
         finished = None
@@ -331,8 +346,12 @@ class CompletionService:
             outcome: TrimOutcome | None = None
             reason = ""
             for _ in range(MAX_TRIM_ROUNDS):
-                prompt_ids = self._prompt_ids(view, request)
-                prompt_tokens = len(prompt_ids)
+                if bounded and counted is not None:
+                    # A lower bound, past twice the limit: a trim is needed.
+                    prompt_tokens = self._bounded_tokens(view, counted, costs)
+                else:
+                    prompt_ids = self._prompt_ids(view, request)
+                    prompt_tokens = len(prompt_ids)
                 details = {
                     "prompt_tokens": prompt_tokens,
                     "max_tokens": sampling.max_tokens,
@@ -353,6 +372,7 @@ class CompletionService:
                     limit=limit,
                     preset=preset,
                     pressure=pressure,
+                    counts=counted.counts if bounded and counted else None,
                 )
                 plan = plan_with()
                 reserve = 0
@@ -396,7 +416,9 @@ class CompletionService:
                     limit=limit,
                     cancel=cancel,
                     random_weights=info.random_weights,
+                    whole=not bounded,
                 )
+                bounded = False  # the kept part was rendered and fits: render whole
                 self.records.remember(history, record)
                 view = with_blocks(model_view(history, record, costs.style), blocks)
                 reason = plan.reason
@@ -622,6 +644,27 @@ class CompletionService:
                 f"The model's chat template cannot render these messages: {exc}",
                 param="messages",
             ) from exc
+
+    def _head_ids(self, view: ModelView) -> list[int]:
+        """Tokens of the view's head alone (system messages, summary): what a
+        history too long to render whole is matched against the caches with."""
+        try:
+            return self.engine.render([m.as_dict() for m in view.head], False)
+        except Exception:  # noqa: BLE001 - a template that needs a user turn
+            return []
+
+    def _bounded_tokens(
+        self, view: ModelView, counted: HistoryCounts, costs: TemplateCosts
+    ) -> int:
+        """A lower bound on the prompt's tokens from the head, the bounded counts
+        and the newest message (already bounded by `_refuse_unreadably_long`)."""
+        new = view.body[-1]
+        return (
+            len(self._head_ids(view))
+            + sum(counted.counts)
+            + sum(self.engine.count_tokens(text) for text in message_texts(new))
+            + costs.message_overhead
+        )
 
     def _template_costs(self, info) -> TemplateCosts:
         costs = self._costs.get(info.identity)

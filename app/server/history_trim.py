@@ -8,16 +8,34 @@ room that is left, and more of the oldest turns go while not even a minimal summ
 would fit), and carries it out with the same `Trimmer` (summary, then splice or
 rebuild of the live cache). The result is a `TrimRecord` the server remembers for the
 client's next requests.
+
+Bounding what the older history costs before it is rendered whole (issue #31, point
+15): one 8 MiB *older* message (one the trim drops anyway) was rendered and tokenized
+whole on the request's worker thread before its first event, about 0.5 GiB each. The
+newest message and the system messages are already bounded before tokenizing
+(`completion`'s ``_refuse_unreadably_long``); `count_history` bounds the rest the same
+way: each older message's texts are first bounded from their characters
+(`PromptTokenizer.fewest_tokens`; one already past what is left is not tokenized at
+all), else counted in pieces of 64 Ki characters stopping once past what is left
+(`PromptTokenizer.count_at_least`), newest first, since a trim keeps the newest. When
+the counts stay within `RENDER_WHOLE_FACTOR` times the limit, the history is rendered
+whole as before (a conversation just over its limit keeps its exact prompt, so its
+cache is continued and spliced). Past that, the first trim is planned from these
+counts and carried out without rendering the dropped messages (an extractive summary,
+bounded per message, and a rebuild of the kept part). `tokenize_need` is what this
+work may hold at once, counted in the request's ledger (`app.server.admission`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import SUMMARY_MARGIN
 from app.core.chat.trimmer import Trimmer, TrimOutcome
+from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS, PromptTokenizer
 from app.core.presets.presets import Preset
 from app.core.trim.policy import (
     MIN_SUMMARY_TOKENS,
@@ -33,6 +51,7 @@ from app.server.openai_chat.client_history import (
     TrimRecord,
     head_with_summary,
 )
+from app.server.openai_chat.openai_request import ChatMessage
 
 
 @dataclass(frozen=True)
@@ -79,19 +98,26 @@ def plan_for(
     preset: Preset,
     pressure: str,
     reserve: int = 0,
+    counts: Sequence[int] | None = None,
 ) -> TrimPlan:
     """Ask the trim policy about a request (nothing is changed).
 
     The history the policy may drop is the view's body before the new message; a
     summary already in the view is folded into the next one, as in a chat. ``reserve``
     tokens are kept free for recall (`history_recall`), as a chat's planner does.
+    ``counts`` (a history too long to render whole, `count_history`) are the older
+    messages' tokens counted within a bound, instead of counting each whole.
     """
     *older, new = view.body
     history_messages = [
         HistoryMessage(
             key=index,
             role=message.role,
-            tokens=engine.count_tokens(message.content) + costs.message_overhead,
+            tokens=(
+                counts[index]
+                if counts is not None
+                else engine.count_tokens(message.content) + costs.message_overhead
+            ),
         )
         for index, message in enumerate(older)
     ]
@@ -180,8 +206,13 @@ def apply_trim(
     limit: int,
     cancel: CancelToken,
     random_weights: bool,
+    whole: bool = True,
 ) -> tuple[TrimOutcome, TrimRecord]:
     """Summarise the view's ``drop`` oldest body messages and fix the cache of ``key``.
+
+    ``whole`` False: the view is too long to render whole (`count_history`), so the
+    summary is extractive (bounded per message; the model's would render it all) and
+    the cache is rebuilt from the kept part (a splice renders the old view to align).
 
     Returns:
         What the trim did, and the record standing for the client's messages it
@@ -194,7 +225,7 @@ def apply_trim(
     dropped = history.messages[start : start + drop]
     kept = view.body[drop:-1]
     mode = preset.summary_mode
-    if mode == "model" and random_weights:
+    if mode == "model" and (random_weights or not whole):
         mode = "extractive"  # a random-weight model's summary would be noise
     trimmer = Trimmer(
         engine,
@@ -217,7 +248,7 @@ def apply_trim(
     head = head_with_summary(systems, summary, costs.style)
     new_messages = [m.as_dict() for m in (*head, *kept)]
     used, cache_note, computed, held = trimmer.fix_cache(
-        preset.trim_method,
+        preset.trim_method if whole else "rebuild",
         old_messages,
         len(view.head) + drop,
         new_messages,
@@ -243,3 +274,95 @@ def apply_trim(
         summary_tokens=summary_tokens,
     )
     return outcome, record
+
+
+# -- bounding the history before it is rendered (#31 point 15) -----------------------
+
+RENDER_WHOLE_FACTOR = 2
+"""A history counted within this many times the limit is rendered whole."""
+WORK_BYTES_PER_TOKEN = 256
+"""Bytes tokenizing holds per token while it runs (a fast tokenizer's encoding with
+its offsets): measured 111 MiB for 560,002 tokens (1 M characters) of the tiny
+model's, about 200 bytes a token, rounded up."""
+
+
+@dataclass(frozen=True)
+class HistoryCounts:
+    """The older messages of a view, counted within a bound.
+
+    Attributes:
+        counts: Tokens of each older body message's texts (``view.body[:-1]``), in
+            order: exact while the running total (newest first) stays within the
+            bound, else a lower bound.
+        bounded: True when the total is past the bound: the view must not be
+            rendered whole (plan the trim from ``counts``).
+    """
+
+    counts: tuple[int, ...]
+    bounded: bool
+
+
+def message_texts(message: ChatMessage) -> list[str]:
+    """The texts of a message the template renders (content, reasoning, call
+    arguments)."""
+    texts = [message.content, message.reasoning_content]
+    texts.extend(call.arguments for call in message.tool_calls)
+    return [text for text in texts if text]
+
+
+def count_within(tokenizer: PromptTokenizer, text: str, cap: int) -> int:
+    """Tokens of ``text``: exact for a short text, else a lower bound that is past
+    ``cap`` when the text is; never tokenizes more than about ``cap`` tokens and one
+    piece of it."""
+    fewest = tokenizer.fewest_tokens(text)
+    if fewest > cap:
+        return fewest
+    return tokenizer.count_at_least(text, cap)
+
+
+def count_history(
+    tokenizer: PromptTokenizer, view: ModelView, limit: int, overhead: int
+) -> HistoryCounts:
+    """Count the view's older messages, newest first, within ``RENDER_WHOLE_FACTOR``
+    times ``limit`` (``overhead`` tokens added per message, as the template adds)."""
+    *older, _new = view.body
+    bound = RENDER_WHOLE_FACTOR * limit
+    counts = [0] * len(older)
+    total = 0
+    for index in range(len(older) - 1, -1, -1):
+        count = overhead
+        for text in message_texts(older[index]):
+            if total > bound:
+                # Past the bound every older message goes: a lower bound will do,
+                # nothing more is tokenized (20,000 short messages were each
+                # counted).
+                count += tokenizer.fewest_tokens(text)
+            else:
+                count += count_within(tokenizer, text, max(0, bound - total - count))
+        counts[index] = count
+        total += count
+    return HistoryCounts(tuple(counts), total > bound)
+
+
+def view_chars(view: ModelView) -> int:
+    """Characters of the view's texts (a cheap first test: a short view is rendered
+    whole without counting)."""
+    return sum(
+        len(text)
+        for message in (*view.head, *view.body)
+        for text in message_texts(message)
+    )
+
+
+def needs_counting(view: ModelView) -> bool:
+    """True when the view is long enough that rendering it whole might cost more
+    than the bound (a short one is rendered whole at once, as always)."""
+    return view_chars(view) > COUNT_PIECE_CHARS
+
+
+def tokenize_need(limit: int, body_bytes: int) -> int:
+    """Bytes a request's tokenizing may hold at once: its largest render (at most
+    `RENDER_WHOLE_FACTOR` times the limit, and at most one token per byte of its
+    body) plus one counting piece; for the request's ledger."""
+    tokens = min(body_bytes, RENDER_WHOLE_FACTOR * limit + COUNT_PIECE_CHARS)
+    return WORK_BYTES_PER_TOKEN * max(0, tokens)

@@ -50,6 +50,7 @@ from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
 from app.server.events import Finished, TextDelta
+from app.server.history_trim import tokenize_need
 from app.server.openai_chat.openai_request import parse_chat_request
 from app.server.openai_chat.openai_response import (
     ChunkWriter,
@@ -245,6 +246,9 @@ class ServerApp:
             + kv_need(
                 service.engine, service.preset, service.effective_limit(), body_bytes
             )
+            # What rendering and counting its history may hold on its worker
+            # thread before its first event (bounded by `history_trim`).
+            + tokenize_need(service.effective_limit(), body_bytes)
         )
         self.admission.charge(ticket, need)
 

@@ -128,6 +128,10 @@ def run_app(argv: list[str] | None = None, model: Path | None = None) -> int:
     window = MainWindow(store, settings)
     if settings_problem:
         window.notices.show_settings_problem(settings_problem)
+    from app.core.presets.presets import skipped_user_presets
+
+    # A broken user preset, or one named like a built-in, is said, never silent.
+    window.notices.show_preset_problems(skipped_user_presets())
     if os.environ.get(FIRST_PAINT_ENV):
         _install_first_paint_probe(app, window)
     window.show()

@@ -66,25 +66,42 @@ def _highlight(source: str, language: str, style: str) -> str:
 
 
 def code_block_html(
-    source: str, language: str, index: int, theme: MarkdownTheme
+    source: str,
+    language: str,
+    index: int,
+    theme: MarkdownTheme,
+    *,
+    first: bool = True,
+    last: bool = True,
 ) -> str:
-    """The table that shows one code block.
+    """The table that shows one code block (or one piece of a huge one).
 
     Args:
         source: The code, without a final newline.
         language: The fence's language ("" for none).
         index: The block's position in the reply (its Copy link is ``copy-code:index``).
         theme: Colours.
+        first: The block's first piece: it has the label and the Copy link.
+        last: The block's last piece: it has the margin below.
     """
     label = html.escape(language) if language else "code"
-    return (
-        f'<table width="100%" cellspacing="0" cellpadding="0"'
-        f' style="margin-top: 4px; margin-bottom: 8px; border: 1px solid {theme.border};'
-        f' background-color: {theme.code_background};">'
+    header = (
         f'<tr><td style="padding: 3px 8px; color: {theme.muted};">{label}</td>'
         f'<td align="right" style="padding: 3px 8px;">'
         f'<a href="{COPY_CODE_SCHEME}:{index}">Copy</a></td></tr>'
-        f'<tr><td colspan="2" style="padding: 4px 8px 8px 8px;">'
+        if first
+        else ""
+    )
+    top = "4px" if first else "0px"
+    bottom = "8px" if last else "0px"
+    return (
+        f'<table width="100%" cellspacing="0" cellpadding="0"'
+        f' style="margin-top: {top}; margin-bottom: {bottom};'
+        f" border: 1px solid {theme.border};"
+        f' background-color: {theme.code_background};">'
+        f"{header}"
+        f'<tr><td colspan="2" style="padding: {"4px" if first else "0px"} 8px'
+        f' {"8px" if last else "0px"} 8px;">'
         f"<pre>{highlight_code(source, language, theme.pygments_style)}</pre>"
         f"</td></tr></table>"
     )

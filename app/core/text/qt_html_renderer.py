@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from markdown_it.token import Token
 
@@ -70,6 +71,34 @@ _SILENT = {"thead_open", "thead_close", "tbody_open", "tbody_close", "footnote_a
 _CUT = "\x00"
 """Marks a cut in inline output (`clean_text` removes NUL from every text rendered)."""
 _SPLITTABLE = {"paragraph_open", "heading_open"}
+_CUT_INSIDE = {"bullet_list_open", "ordered_list_open", "blockquote_open"}
+"""Blocks a huge paragraph inside which is cut too (a list item, a quote)."""
+CODE_PIECE_CHARS = 16_000
+"""A code block longer than this is shown in pieces of about `PIECE_CHARS` lines'
+worth (shorter ones, most code, stay one table)."""
+
+
+@dataclass
+class _OpenBlock:
+    """A block element open at a cut: closed before it, opened again after it.
+
+    Attributes:
+        closing: Its closing tag.
+        again: Its opening tag after a cut (a list's without markers: the item goes
+            on, it is not a new one).
+        list_start: For a list, the number its items start at (0: a bullet list).
+        items: For a list, the items opened so far.
+        continued: For a list, True once cut: its next item opens a list with
+            markers again.
+        style: For a list, its own style attribute (a task list has no markers).
+    """
+
+    closing: str
+    again: str
+    list_start: int = -1
+    items: int = 0
+    continued: bool = False
+    style: str = ""
 
 
 def escape(text: str) -> str:
@@ -104,6 +133,16 @@ class QtHtmlRenderer:
         a line further down. Cuts depend only on the text before them, so a growing
         paragraph keeps its earlier pieces.
         """
+        if tokens and tokens[0].type in ("fence", "code_block") and len(tokens) == 1:
+            return self._code_pieces(tokens[0])
+        if (
+            tokens
+            and tokens[0].type in _CUT_INSIDE
+            and any(t.type == "inline" and len(t.content) > PIECE_CHARS for t in tokens)
+        ):
+            # A huge item or quoted paragraph: cut like a paragraph, the list and
+            # item (or quote) closed before each cut and opened again after it.
+            return self.render_block(tokens, PIECE_CHARS).split(_CUT)
         if (
             len(tokens) != 3
             or tokens[0].type not in _SPLITTABLE
@@ -126,14 +165,34 @@ class QtHtmlRenderer:
             pieces.append(f"<{tag}{style}>{text}</{tag}>")
         return pieces
 
-    def render_block(self, tokens: Sequence[Token]) -> str:
-        """The HTML of one top-level block's tokens."""
+    def render_block(self, tokens: Sequence[Token], piece_chars: int = 0) -> str:
+        """The HTML of one top-level block's tokens.
+
+        With ``piece_chars``, a paragraph inside (a list item's, a quote's) longer than
+        that is cut (`_CUT`): the open inline tags and the open paragraphs, items,
+        lists and quotes are closed before each cut and opened again after it (the
+        list without markers, so the item reads on; its next item opens a list with
+        markers again, numbered on). Not inside a table.
+        """
         out: list[str] = []
+        # The block elements open now (for cuts); None while a table is open.
+        blocks: list[_OpenBlock] | None = [] if piece_chars else None
+        tables = 0
         for token in tokens:
             kind = token.type
             if kind == "inline":
-                self._render_inline(token.children or [], out)
-            elif kind in _PLAIN_BLOCK_TAGS:
+                cuttable = blocks is not None and tables == 0
+                self._render_inline(
+                    token.children or [],
+                    out,
+                    piece_chars if cuttable else 0,
+                    blocks if cuttable else None,
+                )
+                continue
+            if blocks is not None:
+                tables += (kind == "table_open") - (kind == "table_close")
+                _track(blocks, token, out)
+            if kind in _PLAIN_BLOCK_TAGS:
                 out.append(_PLAIN_BLOCK_TAGS[kind])
             elif kind in _SILENT:
                 continue
@@ -146,9 +205,7 @@ class QtHtmlRenderer:
             elif kind == "heading_close":
                 out.append(f"</{token.tag}>")
             elif kind == "bullet_list_open":
-                task_list = "contains-task-list" in str(token.attrs.get("class", ""))
-                style = ' style="list-style-type: none;"' if task_list else ""
-                out.append(f"<ul{style}>")
+                out.append(f"<ul{_list_style(token)}>")
             elif kind == "ordered_list_open":
                 start = int(token.attrs.get("start", 1))
                 out.append(f'<ol start="{start}">' if start != 1 else "<ol>")
@@ -179,6 +236,30 @@ class QtHtmlRenderer:
         box = CHECKED_BOX if meta["checked"] else UNCHECKED_BOX
         return f"<li>{box} "
 
+    def _code_pieces(self, token: Token) -> list[str]:
+        """A code block as one table, or a huge one (over `CODE_PIECE_CHARS`) as
+        tables of about `PIECE_CHARS` characters cut at line ends, the label and the
+        Copy link (which copies it whole) on the first."""
+        source = token.content[:-1] if token.content.endswith("\n") else token.content
+        if len(source) <= CODE_PIECE_CHARS:
+            return [self._code_block(token)]
+        info = token.info.strip().split(maxsplit=1) if token.type == "fence" else []
+        language = info[0] if info else ""
+        index = self._first_code_index + len(self.code_blocks)
+        self.code_blocks.append(source)
+        parts = _code_parts(source, PIECE_CHARS)
+        return [
+            code_block_html(
+                part,
+                language,
+                index,
+                self.theme,
+                first=i == 0,
+                last=i == len(parts) - 1,
+            )
+            for i, part in enumerate(parts)
+        ]
+
     def _code_block(self, token: Token) -> str:
         source = token.content[:-1] if token.content.endswith("\n") else token.content
         info = token.info.strip().split(maxsplit=1) if token.type == "fence" else []
@@ -204,17 +285,26 @@ class QtHtmlRenderer:
     # -- inline ------------------------------------------------------------------------
 
     def _render_inline(
-        self, children: Sequence[Token], out: list[str], piece_chars: int = 0
+        self,
+        children: Sequence[Token],
+        out: list[str],
+        piece_chars: int = 0,
+        blocks: list[_OpenBlock] | None = None,
     ) -> None:
         """Render inline tokens into ``out``; with ``piece_chars``, cut (`_CUT`) where
-        a piece has that many characters, closing and reopening the open tags."""
+        a piece has that many characters, closing and reopening the open tags (and
+        the open ``blocks`` around them)."""
         opened: list[tuple[str, str]] = []  # (opening HTML, closing tag) of each open
         open_tags: dict[str, int] = {}
         size = 0  # characters since the last cut
 
         def cut() -> None:
             out.extend(f"</{tag}>" for _, tag in reversed(opened) if tag)
+            out.extend(block.closing for block in reversed(blocks or []))
             out.append(_CUT)
+            for block in blocks or []:
+                out.append(block.again)
+                block.continued = block.list_start >= 0
             out.extend(opening for opening, _ in opened)
 
         for token in children:
@@ -287,6 +377,80 @@ class QtHtmlRenderer:
             tip = _attribute(f"Image: {source}")
             return f'<a href="{_attribute(source)}" title="{tip}">{escape(alt)}</a>'
         return f'<span title="{_attribute(source)}">{escape(alt)}</span>'
+
+
+def _list_style(token: Token) -> str:
+    task_list = "contains-task-list" in str(token.attrs.get("class", ""))
+    return ' style="list-style-type: none;"' if task_list else ""
+
+
+_AGAIN = ' style="margin-top: 0px;"'
+_LIST_AGAIN = ' style="list-style-type: none; margin-top: 0px;"'
+
+
+def _track(blocks: list[_OpenBlock], token: Token, out: list[str]) -> None:
+    """Keep ``blocks`` (the open block elements) up to date with ``token``; a list
+    cut inside its previous item gets its markers back for the next one."""
+    kind = token.type
+    if kind in ("paragraph_open", "heading_open") and not token.hidden:
+        blocks.append(_OpenBlock(f"</{token.tag}>", f"<{token.tag}{_AGAIN}>"))
+    elif kind == "blockquote_open":
+        blocks.append(_OpenBlock("</blockquote>", f"<blockquote{_AGAIN}>"))
+    elif kind in ("bullet_list_open", "ordered_list_open"):
+        tag = "ul" if kind == "bullet_list_open" else "ol"
+        start = int(token.attrs.get("start", 1)) if tag == "ol" else 0
+        style = _list_style(token) if tag == "ul" else ""
+        blocks.append(
+            _OpenBlock(f"</{tag}>", f"<{tag}{_LIST_AGAIN}>", start, style=style)
+        )
+    elif kind == "list_item_open":
+        parent = blocks[-1] if blocks else None
+        if parent is not None and parent.continued:
+            # The list was reopened without markers: a new item needs them back.
+            number = parent.list_start + parent.items
+            if parent.list_start == 0:
+                style = (
+                    parent.style[:-1] + ' margin-top: 0px;"' if parent.style else _AGAIN
+                )
+                out.append(f"</ul><ul{style}>")
+            else:
+                out.append(f'</ol><ol start="{number}"{_AGAIN}>')
+            parent.continued = False
+        if parent is not None:
+            parent.items += 1
+        blocks.append(_OpenBlock("</li>", "<li>"))
+    elif (
+        kind
+        in (
+            "paragraph_close",
+            "heading_close",
+            "blockquote_close",
+            "bullet_list_close",
+            "ordered_list_close",
+            "list_item_close",
+        )
+        and not (kind == "paragraph_close" and token.hidden)
+        and blocks
+    ):
+        blocks.pop()
+
+
+def _code_parts(source: str, size: int) -> list[str]:
+    """``source`` cut into parts of about ``size`` characters, after a line end
+    where there is one in a part's second half."""
+    parts: list[str] = []
+    start = 0
+    while len(source) - start > size:
+        end = start + size
+        newline = source.rfind("\n", start + size // 2, end)
+        if newline >= 0:
+            parts.append(source[start:newline])
+            start = newline + 1
+        else:
+            parts.append(source[start:end])
+            start = end
+    parts.append(source[start:])
+    return parts
 
 
 def _plain_text(children: Sequence[Token]) -> str:

@@ -194,6 +194,14 @@ class NoticesController(QObject):
             )
         )
 
+    def show_preset_problems(self, problems: list[str]) -> None:
+        """User preset files that are not used (unreadable, or named like a built-in
+        one): said in the window too, not only in the log (`skipped_user_presets`)."""
+        if not problems:
+            self.dismiss("presets")
+            return
+        self.show(Notice("presets", "warning", " ".join(problems)))
+
     # -- internals ---------------------------------------------------------------------
 
     def _drop(self, key: str) -> bool:

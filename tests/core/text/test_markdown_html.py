@@ -239,3 +239,40 @@ def test_tags_open_at_a_cut_are_closed_before_it_and_opened_after_it(plain):
     assert middle.startswith('<p style="margin-top: 0px; margin-bottom: 0px;">')
     assert '<strong><a href="https://a.example"><em>' in middle
     assert plain("".join(pieces)).split() == plain(render_markdown(text).html).split()
+
+
+def test_a_huge_list_item_is_cut_and_the_list_goes_on_numbered(plain):
+    """#31 point 7: a huge list item was one block of HTML, laid out at once."""
+    from app.core.text.qt_html_renderer import PIECE_CHARS
+
+    huge = "word " * (PIECE_CHARS // 2)
+    rendered = render_markdown(f"3. first\n4. {huge}\n5. last\n")
+    assert len(rendered.blocks) >= 3
+    assert all(len(plain(block)) <= PIECE_CHARS + 100 for block in rendered.blocks)
+    # Every piece is a whole list; the continued item has no marker of its own, and
+    # the item after it is numbered on.
+    assert all(b.startswith("<ol") and b.endswith("</ol>") for b in rendered.blocks)
+    assert "list-style-type: none" in rendered.blocks[1]
+    assert '<ol start="5"' in rendered.blocks[-1]
+    text = "".join(plain(block) for block in rendered.blocks)
+    assert "".join(text.split()) == "".join(f"first{huge}last".split())
+    quoted = render_markdown("> " + huge)  # a quote's paragraph is cut alike
+    assert len(quoted.blocks) > 1
+    assert all(b.startswith("<blockquote") for b in quoted.blocks)
+
+
+def test_a_huge_code_block_is_cut_at_line_ends_and_copied_whole(plain):
+    from app.core.text.qt_html_renderer import CODE_PIECE_CHARS, PIECE_CHARS
+
+    source = "\n".join(f"value_{i} = compute({i})" for i in range(CODE_PIECE_CHARS))
+    rendered = render_markdown(f"```python\n{source}\n```\n")
+    assert len(rendered.blocks) > 10
+    assert rendered.code_blocks == (source,)  # Copy copies the whole block
+    assert sum(block.count("copy-code:0") for block in rendered.blocks) == 1
+    assert all(len(plain(block)) <= PIECE_CHARS + 100 for block in rendered.blocks)
+    shown = "\n".join(plain(block) for block in rendered.blocks)
+    assert source in shown.replace("python\tCopy\n", "").replace(
+        "pythonCopy\n", ""
+    ) or ("".join(source.split()) in "".join(shown.split()))
+    small = render_markdown("```\nprint(1)\n```\n")  # most code stays one table
+    assert len(small.blocks) == 1

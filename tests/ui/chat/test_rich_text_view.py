@@ -226,3 +226,35 @@ def test_a_huge_typed_message_is_laid_out_in_pieces_too(qtbot, scrolled_view):
     assert view.toPlainText().replace("\n", "") == text.replace("\n", "")
     view.set_markdown("now *Markdown*", LIGHT_THEME)  # replaces every plain piece
     assert view.toPlainText() == "now Markdown" and view.pieces == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "- " + "x" * 1_000_000,
+        "1. first\n2. " + "word " * 200_000 + "\n3. last",
+        "```python\n" + "value = compute(1, 2)\n" * 45_000 + "```\n",
+        "```\n" + "x" * 1_000_000 + "\n```\n",
+    ],
+    ids=["list-item-no-space", "list-item-words", "code-lines", "code-one-line"],
+)
+def test_a_huge_list_item_or_code_block_is_laid_out_in_pieces_between_events(
+    qtbot, scrolled_view, reply
+):
+    """#31 point 7: a huge list item or code block was still one piece (one
+    document laid out at once); now it goes in pieces over many event-loop turns."""
+    view = scrolled_view
+    view.set_markdown(reply, LIGHT_THEME)
+    seen = _pieces_over_time(qtbot, view)
+    documents = [*view._sealed, view._live]
+    assert max(len(d.toPlainText()) for d in documents) <= 2 * SEAL_CHARS
+    assert view.pieces >= 1_000_000 // (2 * SEAL_CHARS)
+    growing = sorted(set(seen))
+    assert len(growing) > 5 and growing[1] - growing[0] < view.pieces // 5
+    shown = "".join(view.toPlainText().split())
+    body = reply.removeprefix("```python").removeprefix("```").removesuffix("```\n")
+    for marker in ("- ", "1. ", "2. ", "3. "):
+        body = body.replace(marker, "")
+    assert "".join(body.split()) in shown.replace("pythonCopy", "").replace(
+        "codeCopy", ""
+    )

@@ -120,3 +120,28 @@ def test_notice_text_from_data_stays_plain(qtbot, window):
     assert window.notice_area.text == hostile
     shown = window.notice_area.text_label.text()
     assert "<h1>" not in shown and "&lt;h1&gt;" in shown
+
+
+def test_unused_user_presets_are_said_in_the_window(qtbot, window, swapless_home):
+    """#31 'also seen': a user preset that cannot be read, or one named like a
+    built-in (the built-in is kept), was only logged; the window says it too."""
+    import tomli_w
+
+    from app.core.presets.presets import get_preset, skipped_user_presets
+
+    presets = swapless_home / "presets"
+    presets.mkdir(exist_ok=True)
+    (presets / "broken.toml").write_bytes(b'system_prompt = "form\x0cfeed"\n')
+    table = get_preset("chat").with_changes(description="mine").to_dict()
+    del table["name"]
+    (presets / "chat.toml").write_text(
+        tomli_w.dumps({k: v for k, v in table.items() if v is not None})
+    )
+    window.notices.show_preset_problems(skipped_user_presets())
+    said = window.notice_area.text
+    assert "broken.toml" in said and "chat.toml" in said
+    assert "name of a built-in preset" in said
+    (presets / "broken.toml").unlink()
+    (presets / "chat.toml").unlink()
+    window.notices.show_preset_problems(skipped_user_presets())
+    assert "presets" not in window.notice_area.text
