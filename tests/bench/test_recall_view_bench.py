@@ -197,3 +197,27 @@ def test_without_locomo_data_the_part_says_so(tmp_path, monkeypatch):
     assert in_view.locomo_path(ctx) == tmp_path / "nowhere.json"
     with pytest.raises(NotAvailable, match="no LoCoMo data at"):
         in_view.run(ctx)
+
+
+def _cells(referred: tuple[int, int], dormant: tuple[int, int]) -> dict:
+    """Synthetic cells: (newest-first hits, most-used hits) of 200, with recall the same."""
+
+    def by_mode(pair: tuple[int, int]) -> dict:
+        plain, scored = ({"any": hits, "total": 200} for hits in pair)
+        return {
+            "oldest": plain,
+            "importance": scored,
+            "recall": plain,
+            "recall_importance": scored,
+        }
+
+    return {"referred": by_mode(referred), "dormant": by_mode(dormant)}
+
+
+def test_the_verdict_needs_a_gain_beyond_chance_and_no_loss_beyond_it():
+    # 40/200 against 0/200: the intervals are apart, a real gain.
+    assert in_view.verdict(_cells((0, 40), (0, 8)))["default_on"] is True
+    # 139/200 against 133/200 (this run's cells with recall): within chance.
+    assert in_view.verdict(_cells((133, 139), (200, 200)))["default_on"] is False
+    # A gain on referred facts that loses dormant ones beyond chance is off.
+    assert in_view.verdict(_cells((0, 40), (200, 150)))["default_on"] is False

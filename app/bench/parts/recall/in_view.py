@@ -375,15 +375,23 @@ def verdict(synthetic: dict) -> dict:
     """Keep the most-used pairs by default only if, at equal kept tokens, they keep
     more facts referred to again and no fewer dormant ones (issue #27, point 3).
 
-    Checked without recall (``importance`` vs ``oldest``) and with it
-    (``recall_importance`` vs ``recall``).
+    "More" is beyond chance: the 95 % Wilson intervals do not overlap. "No fewer" is
+    not fewer beyond chance: its interval does not end below the other's. Checked
+    without recall (``importance`` vs ``oldest``) and with it (``recall_importance``
+    vs ``recall``, the product's default); on only when both hold in both.
     """
     checks = {}
     for plain, scored in (("oldest", "importance"), ("recall", "recall_importance")):
         referred = synthetic["referred"]
         dormant = synthetic["dormant"]
-        beats = referred[scored]["any"] > referred[plain]["any"]
-        no_worse = dormant[scored]["any"] >= dormant[plain]["any"]
+        beats = (
+            wilson(referred[scored]["any"], referred[scored]["total"])[0]
+            > wilson(referred[plain]["any"], referred[plain]["total"])[1]
+        )
+        no_worse = (
+            wilson(dormant[scored]["any"], dormant[scored]["total"])[1]
+            >= wilson(dormant[plain]["any"], dormant[plain]["total"])[0]
+        )
         checks[f"{scored}_vs_{plain}"] = {
             "beats_on_referred": beats,
             "no_worse_on_dormant": no_worse,
