@@ -368,6 +368,8 @@ def _result(cells: dict, overhead: dict, count: int) -> PartResult:
     }
     for kind in KINDS:
         for mode in MODES:
+            if f"{mode}:{kind}" not in cells:  # a run cut short, or narrowed
+                continue
             outcome = cells[f"{mode}:{kind}"]
             low, high = outcome["wilson_95"]
             label = MODE_LABELS[mode]
@@ -439,6 +441,8 @@ def draw_recall_cells(results: dict, path: Path) -> bool:
         ys: list[float] = []
         errors: list[list[float]] = [[], []]
         for index, kind in enumerate(KINDS):
+            if f"{mode}:{kind}" not in cells:
+                continue
             outcome = cells[f"{mode}:{kind}"]
             low, high = outcome["wilson_95"]
             xs.append(index + (offset - 1) * width)
