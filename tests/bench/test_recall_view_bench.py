@@ -221,3 +221,25 @@ def test_the_verdict_needs_a_gain_beyond_chance_and_no_loss_beyond_it():
     assert in_view.verdict(_cells((133, 139), (200, 200)))["default_on"] is False
     # A gain on referred facts that loses dormant ones beyond chance is off.
     assert in_view.verdict(_cells((0, 40), (200, 150)))["default_on"] is False
+
+
+def test_the_command_line_takes_a_locomo_path_and_refuses_a_missing_one(
+    tmp_path, capsys
+):
+    import argparse
+
+    from app.cli import bench_command
+
+    parser = argparse.ArgumentParser()
+    bench_command.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "--only", "recall_view", "--locomo", "x.json"])
+    assert bench_command._command_args(args)[-2:] == ["--locomo", "x.json"]
+    missing = str(tmp_path / "nowhere.json")
+    code = bench_command.run(
+        parser.parse_args(["bench", "--only", "recall_view", "--locomo", missing])
+    )
+    assert code == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"swapless bench: no LoCoMo data at {missing}"
+    )
