@@ -28,6 +28,7 @@ _MODULES = {
     "architectures": "app.bench.parts.architectures",
     "fidelity": "app.bench.parts.fidelity",
     "recall": "app.bench.parts.recall.recall",
+    "recall_view": "app.bench.parts.recall.in_view",
     "server": "app.bench.parts.serving.server",
     "agent_session": "app.bench.parts.serving.agent_session",
     "structured": "app.bench.parts.serving.structured",

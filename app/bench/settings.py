@@ -66,7 +66,9 @@ class BenchSettings:
         arch_pairs: Kept/fresh pairs per architecture.
         arch_names: Architectures measured (empty: every one `make-model` builds).
         recall_cases: Conversations per recall cell (0: the part's own count, 12
-            quick and 60 full).
+            quick and 200 full).
+        locomo_path: LoCoMo's data file or folder for the recall_view part (empty:
+            the ``SWAPLESS_LOCOMO`` environment variable, else LoCoMo is skipped).
         structured_tools: Tools in the structured part's agent tool set (a coding
             agent's is about 20).
         fidelity_probes: Probe sizes of the fidelity check: ``full``, ``quick`` or
@@ -128,6 +130,7 @@ class BenchSettings:
     arch_pairs: int = 2
     arch_names: tuple[str, ...] = ()
     recall_cases: int = 0
+    locomo_path: str = ""
     structured_tools: int = 20
     fidelity_probes: str = "full"
     fidelity_cells: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 DEFAULT_OUT = "bench-results"
 
@@ -52,6 +53,13 @@ def register(subcommands) -> None:
         help="context lengths of the speed measurement (default: 1024,4096,8192; "
         "quick: 1024,2048)",
     )
+    parser.add_argument(
+        "--locomo",
+        metavar="PATH",
+        help="LoCoMo's data/locomo10.json (github.com/snap-research/locomo, CC BY-NC "
+        "4.0, not shipped) for the recall_view part; default: $SWAPLESS_LOCOMO, "
+        "else that part skips LoCoMo",
+    )
     parser.set_defaults(run=run)
 
 
@@ -82,6 +90,8 @@ def _command_args(args: argparse.Namespace) -> list[str]:
         words += ["--only", args.only]
     if args.contexts:
         words += ["--contexts", args.contexts]
+    if args.locomo:
+        words += ["--locomo", args.locomo]
     return words
 
 
@@ -101,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
     settings = QUICK if args.quick else FULL
     if contexts:
         settings = settings.with_changes(speed_contexts=contexts)
+    if args.locomo:
+        if not Path(args.locomo).expanduser().exists():
+            print(f"swapless bench: no LoCoMo data at {args.locomo}", file=sys.stderr)
+            return 2
+        settings = settings.with_changes(locomo_path=args.locomo)
     command = shlex.join(["swapless", *_command_args(args)])
     results = run_bench(
         args.out,

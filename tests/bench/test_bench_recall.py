@@ -53,3 +53,21 @@ def test_a_run_of_one_cell_reports_only_that_cell(monkeypatch):
     assert "first_sentence_trimmed_fact_share" not in result.ratios
     assert result.targets_met["recall_trimmed_fact_share"] is True
     assert [row.result for row in result.rows][0] == "188/200 (94%)"
+
+
+def test_a_run_cut_short_reports_the_cells_it_finished():
+    # Cells are saved as they finish; a run stopped before the first-sentence cells
+    # still reports today's and recall's.
+    cells = {
+        "summary:dormant": {"hits": 199, "total": 200, "fact_trimmed": 200},
+        "recall:dormant": {"hits": 200, "total": 200, "fact_trimmed": 200},
+    }
+    overhead = {"messages": 5000, "median_ms": 6.0, "max_ms": 9.0, "reps": 30}
+    result = recall._result(cells, overhead, 200)
+    rows = [row.measurement for row in result.rows]
+    assert rows[:2] == [
+        f"Trimmed fact, dormant: {recall.MODE_LABELS['summary']}",
+        f"Trimmed fact, dormant: {recall.MODE_LABELS['recall']}",
+    ]
+    assert "first_sentence_trimmed_fact_share" not in result.ratios
+    assert result.ratios["recall_trimmed_fact_share"] == 1.0

@@ -13,6 +13,7 @@ was later updated. Intervals are Wilson 95 %. The part also times the recall ste
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import statistics
@@ -28,13 +29,16 @@ from app.core.cancel import CancelToken
 NAME = "recall"
 TITLE = "Recall of trimmed facts on the reference model (limit 512)"
 LIMIT = 512
-FULL_CASES = 60
+FULL_CASES = 200
 QUICK_CASES = 12
 KINDS = ("dormant", "referred", "distractors", "updated")
 # "first": the extractive summary as it was before this part existed (first sentence of
 # each dropped message, newest first), no recall; "summary": today's facts-first
 # extractive summary, no recall; "recall": that summary + recall.
 MODES = ("first", "summary", "recall")
+# Cells run today's summary and recall first, the earlier summary last: a run cut
+# short still holds the cells that compare today with recall.
+RUN_ORDER = ("summary", "recall", "first")
 MODE_LABELS = {
     "first": "first-sentence summary (before)",
     "summary": "facts-first summary alone",
@@ -187,63 +191,73 @@ def _run_cells(ctx, engine, store, filler, count: int) -> dict:
     loaded = engine.submit(engine._require_model).result()
     chat = ChatRenderer(loaded.tokenizer)
     cells: dict = {}
-    for kind in KINDS:
-        cases = [
+    cases_of = {
+        kind: [
             make_case(kind, random.Random(f"{kind}-{i}"), filler) for i in range(count)
         ]
-        for mode in MODES:
-            started = time.perf_counter()
-            outcome: dict[str, float] = {
-                "hits": 0,
-                "total": 0,
-                "fact_trimmed": 0,
-                "recalled_fact": 0,
-                "generated_hits": 0,
-                "old_value": 0,
-            }
-            for case in cases:
-                session = ConversationSession.start(
-                    engine, store, _preset(mode), model="reference", seed=0
-                )
+        for kind in KINDS
+    }
+    modes = [mode for mode in RUN_ORDER if mode in MODES]
+    for mode, kind in [(mode, kind) for mode in modes for kind in KINDS]:
+        cases = cases_of[kind]
+        started = time.perf_counter()
+        outcome: dict[str, float] = {
+            "hits": 0,
+            "total": 0,
+            "fact_trimmed": 0,
+            "recalled_fact": 0,
+            "generated_hits": 0,
+            "old_value": 0,
+        }
+        for case in cases:
+            session = ConversationSession.start(
+                engine, store, _preset(mode), model="reference", seed=0
+            )
+            # One transaction for the whole history (a commit per message was
+            # an eighth of the part's time; what is stored is the same).
+            with store._writing():
                 for role, text in case.history:
                     store.add_message(session.conversation_id, role, text)
-                first_id = store.messages(session.conversation_id)[0].id
-                with _summary_as(mode):
-                    report = session.send(case.question).wait()
-                engine.drop_cache(session.cache_key)
-                # Scored as the fidelity part scores dropped facts: the reply's lead
-                # ("Your locker number is") is given, the value must be greedy.
-                messages = session.model_messages(session.context())
-                subject = _subject_of(case)
-                turns = [
-                    messages[-2],
-                    {
-                        "role": "assistant",
-                        "content": f"Your {subject} is {case.answer}.",
-                    },
-                ]
-                right = engine.submit(
-                    _answers, loaded, chat, messages[:-2], turns, case.answer
-                ).result()
-                reply = report.reply
-                outcome["hits"] += right
-                outcome["total"] += 1
-                outcome["generated_hits"] += case.answer in reply and (
-                    case.old_answer is None or case.old_answer not in reply
-                )
-                outcome["old_value"] += bool(
-                    case.old_answer and case.old_answer in reply
-                )
-                outcome["fact_trimmed"] += store.get_message(first_id).trimmed
-                outcome["recalled_fact"] += any(
-                    case.answer in r.text for r in report.recalled
-                )
-            outcome["seconds"] = time.perf_counter() - started
-            cells[f"{mode}:{kind}"] = outcome
-            ctx.log(
-                f"  recall: {mode}/{kind} {outcome['hits']}/{outcome['total']} "
-                f"in {outcome['seconds']:.0f} s"
+            first_id = store.messages(session.conversation_id)[0].id
+            with _summary_as(mode):
+                report = session.send(case.question).wait()
+            engine.drop_cache(session.cache_key)
+            # Scored as the fidelity part scores dropped facts: the reply's lead
+            # ("Your locker number is") is given, the value must be greedy.
+            messages = session.model_messages(session.context())
+            subject = _subject_of(case)
+            turns = [
+                messages[-2],
+                {
+                    "role": "assistant",
+                    "content": f"Your {subject} is {case.answer}.",
+                },
+            ]
+            right = engine.submit(
+                _answers, loaded, chat, messages[:-2], turns, case.answer
+            ).result()
+            reply = report.reply
+            outcome["hits"] += right
+            outcome["total"] += 1
+            outcome["generated_hits"] += case.answer in reply and (
+                case.old_answer is None or case.old_answer not in reply
             )
+            outcome["old_value"] += bool(case.old_answer and case.old_answer in reply)
+            outcome["fact_trimmed"] += store.get_message(first_id).trimmed
+            outcome["recalled_fact"] += any(
+                case.answer in r.text for r in report.recalled
+            )
+        outcome["seconds"] = time.perf_counter() - started
+        cells[f"{mode}:{kind}"] = outcome
+        if ctx.scratch is not None:
+            # A run cut short keeps the cells it finished.
+            (Path(ctx.scratch) / "recall" / "cells.json").write_text(
+                json.dumps(cells, indent=1)
+            )
+        ctx.log(
+            f"  recall: {mode}/{kind} {outcome['hits']}/{outcome['total']} "
+            f"in {outcome['seconds']:.0f} s"
+        )
     return cells
 
 
@@ -316,10 +330,11 @@ def _overhead(engine, store) -> dict:
     words = "river hill valley lantern meadow ledger harbor summit quartz willow"
     vocabulary = words.split()
     ids = []
-    for i in range(OVERHEAD_MESSAGES):
-        role = "user" if i % 2 == 0 else "assistant"
-        text = " ".join(rng.choice(vocabulary) for _ in range(24)) + f" item {i}."
-        ids.append(store.add_message(session.conversation_id, role, text))
+    with store._writing():  # one transaction: the same rows, a commit instead of 5,000
+        for i in range(OVERHEAD_MESSAGES):
+            role = "user" if i % 2 == 0 else "assistant"
+            text = " ".join(rng.choice(vocabulary) for _ in range(24)) + f" item {i}."
+            ids.append(store.add_message(session.conversation_id, role, text))
     store.add_summary(
         session.conversation_id, ids[0], ids[-11], "summary", 8, "extractive"
     )
@@ -353,6 +368,8 @@ def _result(cells: dict, overhead: dict, count: int) -> PartResult:
     }
     for kind in KINDS:
         for mode in MODES:
+            if f"{mode}:{kind}" not in cells:  # a run cut short, or narrowed
+                continue
             outcome = cells[f"{mode}:{kind}"]
             low, high = outcome["wilson_95"]
             label = MODE_LABELS[mode]
@@ -424,6 +441,8 @@ def draw_recall_cells(results: dict, path: Path) -> bool:
         ys: list[float] = []
         errors: list[list[float]] = [[], []]
         for index, kind in enumerate(KINDS):
+            if f"{mode}:{kind}" not in cells:
+                continue
             outcome = cells[f"{mode}:{kind}"]
             low, high = outcome["wilson_95"]
             xs.append(index + (offset - 1) * width)
