@@ -46,6 +46,7 @@ from app.ui.chat.pin_controller import PinController
 from app.ui.chat.tool_card_controller import ToolCardController
 from app.ui.chat.turn_controller import TurnController
 from app.ui.common.background import TaskSet
+from app.ui.common.icons import refresh_icons
 from app.ui.common.theme import markdown_theme, refresh_style_sheets
 from app.ui.conversations.conversation_list_controller import ConversationListController
 from app.ui.conversations.conversation_list_view import ConversationListView
@@ -410,6 +411,7 @@ class MainWindow(QMainWindow):
             self._refreshing_style = True
             try:
                 refresh_style_sheets(self)
+                refresh_icons(self)
                 self.chat_view.set_theme(markdown_theme(self.palette()))
             finally:
                 self._refreshing_style = False

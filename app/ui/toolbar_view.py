@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.icons import set_icon
 
 MODEL_PICKER_CHARS = 28
 
@@ -44,6 +45,7 @@ class ToolbarView(QToolBar):
         self.model_combo.setToolTip("The model that writes the replies")
         self.addWidget(self.model_combo)
         self.models_button = QPushButton("Models…")
+        set_icon(self.models_button, "boxes")
         self.models_button.setToolTip(
             "Model manager: local models, downloads, what fits"
         )
@@ -65,6 +67,7 @@ class ToolbarView(QToolBar):
         )
         self.addWidget(self.preset_combo)
         self.preset_button = QPushButton("Edit preset…")
+        set_icon(self.preset_button, "sliders-horizontal")
         self.addWidget(self.preset_button)
         self.preset_quality_label = ElidedLabel()
         self.preset_quality_label.setObjectName("presetQuality")
@@ -74,6 +77,7 @@ class ToolbarView(QToolBar):
         )
         self.addWidget(self.preset_quality_label)
         self.settings_button = QPushButton("Settings")
+        set_icon(self.settings_button, "settings")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         self.addWidget(self.settings_button)
         self.set_loading(None)

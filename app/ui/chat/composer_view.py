@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.chat.sending_text_edit import SendingTextEdit
+from app.ui.common.icons import set_icon
+from app.ui.common.look import SPACE
 
 MAX_VISIBLE_LINES = 8
 PLACEHOLDER = "Message the model…   (Enter sends, Shift+Enter adds a line)"
@@ -60,15 +62,17 @@ class ComposerView(QFrame):
         self.setObjectName("composer")
         self._busy = False
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 6, 16, 10)
-        layout.setSpacing(4)
+        layout.setContentsMargins(SPACE["xl"], SPACE["s"], SPACE["xl"], SPACE["m"])
+        layout.setSpacing(SPACE["xs"])
         self.reason_label = QLabel()
         self.reason_label.setObjectName("composerReason")
         self.reason_label.setWordWrap(True)
         self.reason_label.hide()
         layout.addWidget(self.reason_label)
         row = QHBoxLayout()
+        row.setSpacing(SPACE["s"])
         self.attach_button = QPushButton("Attach…")
+        set_icon(self.attach_button, "paperclip")
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setToolTip(
             "Read a text or Markdown file, however long, and answer about it (what you "
@@ -80,7 +84,9 @@ class ComposerView(QFrame):
         self.edit.submitted.connect(self._on_edit_submitted)
         row.addWidget(self.edit, 1)
         self.button = QPushButton("Send")
-        self.button.setObjectName("sendButton")
+        # The one primary (accent) button of the window.
+        self.button.setObjectName("primary")
+        set_icon(self.button, "send", on_accent=True)
         self.button.setMinimumWidth(84)
         self.button.clicked.connect(self._on_button_clicked)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
@@ -114,6 +120,7 @@ class ComposerView(QFrame):
         self.reason_label.hide()
         self.edit.setEnabled(True)
         self.button.setText("Send")
+        set_icon(self.button, "send", on_accent=True)
         self.button.setToolTip("Send (Enter)")
         self.button.setEnabled(True)
         self.attach_button.setEnabled(True)
@@ -124,6 +131,7 @@ class ComposerView(QFrame):
         self.reason_label.hide()
         self.edit.setEnabled(True)
         self.button.setText("Stop")
+        set_icon(self.button, "square", on_accent=True)
         self.button.setToolTip("Stop the reply (Esc)")
         self.button.setEnabled(True)
         self.attach_button.setEnabled(False)
