@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         centre_layout.setSpacing(0)
         centre_layout.addWidget(self.main_stack, 1)
         self.document_card = DocumentCardView()
-        centre_layout.addWidget(self.document_card)
+        self.composer.add_card(self.document_card)
         centre_layout.addWidget(self.composer)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")

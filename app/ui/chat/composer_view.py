@@ -11,10 +11,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
+    QGridLayout,
     QLabel,
     QPushButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -61,16 +60,18 @@ class ComposerView(QFrame):
         super().__init__(parent)
         self.setObjectName("composer")
         self._busy = False
-        layout = QVBoxLayout(self)
+        # A grid: the reason and a card above the text box (`add_card`) share its
+        # column, so they are exactly as wide as the box they are about.
+        layout = QGridLayout(self)
         layout.setContentsMargins(SPACE["xl"], SPACE["s"], SPACE["xl"], SPACE["m"])
-        layout.setSpacing(SPACE["xs"])
+        layout.setHorizontalSpacing(SPACE["s"])
+        layout.setVerticalSpacing(SPACE["xs"])
+        self._grid = layout
         self.reason_label = QLabel()
         self.reason_label.setObjectName("composerReason")
         self.reason_label.setWordWrap(True)
         self.reason_label.hide()
-        layout.addWidget(self.reason_label)
-        row = QHBoxLayout()
-        row.setSpacing(SPACE["s"])
+        layout.addWidget(self.reason_label, 0, 0, 1, 3)
         self.attach_button = QPushButton("Attach…")
         set_icon(self.attach_button, "paperclip")
         self.attach_button.setObjectName("attachButton")
@@ -79,18 +80,22 @@ class ComposerView(QFrame):
             "typed is the question; empty asks for a summary)"
         )
         self.attach_button.clicked.connect(self.attach_requested)
-        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addWidget(self.attach_button, 2, 0, Qt.AlignmentFlag.AlignBottom)
         self.edit = ComposerEdit(self)
         self.edit.submitted.connect(self._on_edit_submitted)
-        row.addWidget(self.edit, 1)
+        layout.addWidget(self.edit, 2, 1)
+        layout.setColumnStretch(1, 1)
         self.button = QPushButton("Send")
         # The one primary (accent) button of the window.
         self.button.setObjectName("primary")
         set_icon(self.button, "send", on_accent=True)
         self.button.setMinimumWidth(84)
         self.button.clicked.connect(self._on_button_clicked)
-        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
-        layout.addLayout(row)
+        layout.addWidget(self.button, 2, 2, Qt.AlignmentFlag.AlignBottom)
+
+    def add_card(self, card: QWidget) -> None:
+        """Show ``card`` (the document being read) right above the text box, as wide."""
+        self._grid.addWidget(card, 1, 1)
 
     @property
     def busy(self) -> bool:

@@ -130,10 +130,11 @@ QLineEdit:focus {{ border: 1px solid palette(highlight); }}
 QListView#conversations, QListView#searchResults {{
     border: none; background: transparent; outline: none;
 }}
-QListView#conversations::item, QListView#searchResults::item {{
+QListView#conversations::item {{
     border-radius: {r["control"]}px; padding: {s["s"]}px {s["s"]}px;
     color: palette(window-text);
 }}
+QListView#searchResults::item {{ border-radius: {r["control"]}px; }}
 QListView#conversations::item:hover, QListView#searchResults::item:hover {{
     background: {hover};
 }}
