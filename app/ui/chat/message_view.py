@@ -50,6 +50,7 @@ LONG_LINE_CHARS = 400
 def _action_button(icon_name: str, text: str, tooltip: str) -> QToolButton:
     """A message action: an icon, its name as the accessible text and the tooltip."""
     button = QToolButton()
+    button.setObjectName("messageAction")
     button.setText(text)
     button.setToolTip(tooltip)
     button.setAccessibleName(text)
@@ -318,7 +319,8 @@ class MessageView(QFrame):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
-            QTimer.singleShot(0, self._update_actions_shown)
+            # The focus has moved when the event arrives: hasFocus() tells already.
+            self._update_actions_shown()
         return super().eventFilter(watched, event)
 
     def resizeEvent(self, event) -> None:

@@ -121,7 +121,7 @@ QToolButton[autoRaise="true"] {{
     border: none; border-radius: {r["control"]}px; padding: {s["xs"]}px;
 }}
 QToolButton[autoRaise="true"]:hover {{ background: {hover}; }}
-QToolButton[autoRaise="true"]:checked {{ background: {selected}; }}
+QToolButton#messageAction:checked {{ background: {selected}; }}
 QLineEdit {{
     border: 1px solid palette(mid); border-radius: {r["control"]}px;
     padding: {s["xs"]}px {s["s"]}px; background: palette(base);
