@@ -51,6 +51,7 @@ class ConversationListView(QWidget):
     new_requested = Signal()
     rename_submitted = Signal(int, str)
     delete_requested = Signal(int)
+    import_requested = Signal()
     search_changed = Signal(str)
     search_hit_activated = Signal(int, object)
 
@@ -205,13 +206,14 @@ class ConversationListView(QWidget):
 
     def _on_list_context_menu_requested(self, position) -> None:
         item = self.list.itemAt(position)
-        if item is None:
-            return
         menu = QMenu(self)
-        menu.addAction("Rename", lambda: self.list.editItem(item))
-        menu.addAction(
-            "Delete…", lambda: self.delete_requested.emit(item.data(ID_ROLE))
-        )
+        if item is not None:
+            menu.addAction("Rename", lambda: self.list.editItem(item))
+            menu.addAction(
+                "Delete…", lambda: self.delete_requested.emit(item.data(ID_ROLE))
+            )
+            menu.addSeparator()
+        menu.addAction("Import conversation…", self.import_requested)
         menu.popup(self.list.viewport().mapToGlobal(position))
 
     def _on_delete_action_triggered(self) -> None:
