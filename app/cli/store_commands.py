@@ -8,8 +8,8 @@ import stat
 import sys
 from pathlib import Path
 
-from app.core.store.exchange.json_import import IMPORTED_TITLE_SUFFIX
 from app.cli import arg_types
+from app.core.store.exchange.json_import import IMPORTED_TITLE_SUFFIX
 
 
 def register(subcommands) -> None:
