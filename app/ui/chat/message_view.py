@@ -126,14 +126,16 @@ class MessageView(QFrame):
         # The actions: icon buttons under the message, shown while the mouse is over
         # it (or a button has the keyboard focus, or the reply is the last one); their
         # place is kept, so nothing moves when they appear.
-        self.actions = QWidget(self)
-        self.actions.setObjectName("messageActions")
-        actions = QHBoxLayout(self.actions)
+        self.action_bar = QWidget(self)
+        self.action_bar.setObjectName("messageActions")
+        actions = QHBoxLayout(self.action_bar)
         actions.setContentsMargins(0, 0, 0, 0)
         actions.setSpacing(SPACE["xxs"])
-        self.actions.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-        self._actions_effect = QGraphicsOpacityEffect(self.actions)
-        self.actions.setGraphicsEffect(self._actions_effect)
+        self.action_bar.setSizePolicy(
+            QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed
+        )
+        self._actions_effect = QGraphicsOpacityEffect(self.action_bar)
+        self.action_bar.setGraphicsEffect(self._actions_effect)
         self.copy_button = _action_button("copy", "Copy", "Copy this message")
         self.copy_button.clicked.connect(self._on_copy_button_clicked)
         self._copied_timer = QTimer(self)
@@ -208,9 +210,9 @@ class MessageView(QFrame):
         if role == "user":
             under.addStretch(1)
             under.addWidget(self.footer_label)
-            under.addWidget(self.actions)
+            under.addWidget(self.action_bar)
         else:
-            under.addWidget(self.actions)
+            under.addWidget(self.action_bar)
             under.addWidget(self.footer_label, 1)
             under.addStretch(0)
         outer.addLayout(under)
@@ -360,7 +362,7 @@ class MessageView(QFrame):
                 natural = widest
                 break
             natural = max(natural, metrics.horizontalAdvance(line))
-        margins = self.bubble.layout().contentsMargins()
+        margins = self._layout.contentsMargins()
         # The document's own margins and a little slack, so the last word never wraps.
         natural += margins.left() + margins.right() + 4 * SPACE["xxs"] + 8
         self.bubble.setFixedWidth(max(1, min(natural, widest)))

@@ -213,7 +213,7 @@ class ConversationListView(QWidget):
                 "Delete…", lambda: self.delete_requested.emit(item.data(ID_ROLE))
             )
             menu.addSeparator()
-        menu.addAction("Import conversation…", self.import_requested)
+        menu.addAction("Import conversation…", self.import_requested.emit)
         menu.popup(self.list.viewport().mapToGlobal(position))
 
     def _on_delete_action_triggered(self) -> None:
