@@ -145,6 +145,7 @@ QToolBar#mainToolbar {{
     border: none; border-bottom: 1px solid palette(mid);
     padding: {s["xs"]}px {s["s"]}px; spacing: {s["xs"]}px;
 }}
+QFrame#statusArea {{ border: none; border-top: 1px solid palette(mid); }}
 QScrollBar:vertical {{ background: transparent; width: 10px; margin: 0px; }}
 QScrollBar::handle:vertical {{
     background: palette(mid); border-radius: 4px; min-height: 32px; margin: 1px 2px;
