@@ -16,7 +16,7 @@ else ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif
 
-.PHONY: native run test test-slow soak lint format bench screenshot screenshots package package-test install-desktop clean
+.PHONY: native run test test-slow soak lint format bench screenshot screenshots screenshots-look package package-test install-desktop clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Swapless needs Python 3.11+"'
@@ -91,3 +91,12 @@ screenshot: $(STAMP)
 screenshots: $(STAMP)
 	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.screenshot --set docs/screenshots
 	xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python -m app.ui.checks.thinking_screenshots docs/screenshots
+
+# The design, scene by scene (docs/look.md): welcome, a streamed reply, Thinking, the
+# preset editor, Models, light and dark, at 1280x800 and 1366x768. The raw pictures go
+# to build/look-screenshots; docs/screenshots holds a curated, palette-reduced set.
+screenshots-look: $(STAMP)
+	for size in 1280x800 1366x768; do for theme in light dark; do \
+	  xvfb-run -a -s "-screen 0 $${size}x24" $(BIN)/python -m app.ui.checks.look_screenshots \
+	    build/look-screenshots --theme $$theme --prefix $$theme-$${size%x*} || exit 1; \
+	done; done

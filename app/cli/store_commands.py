@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from app.cli import arg_types
+from app.core.store.exchange.json_import import IMPORTED_TITLE_SUFFIX
 
 
 def register(subcommands) -> None:
@@ -133,7 +134,7 @@ def run_import(args: argparse.Namespace) -> int:
         return _import_database(Path(args.file))
     data = _read_export(args.file)
     with _open() as store:
-        result = store.import_conversation(data, title_suffix=" (imported)")
+        result = store.import_conversation(data, title_suffix=IMPORTED_TITLE_SUFFIX)
     for note in result.notes:
         print(f"swapless: note: {note}", file=sys.stderr)
     print(

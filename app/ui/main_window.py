@@ -46,6 +46,7 @@ from app.ui.chat.pin_controller import PinController
 from app.ui.chat.tool_card_controller import ToolCardController
 from app.ui.chat.turn_controller import TurnController
 from app.ui.common.background import TaskSet
+from app.ui.common.icons import refresh_icons
 from app.ui.common.theme import markdown_theme, refresh_style_sheets
 from app.ui.conversations.conversation_list_controller import ConversationListController
 from app.ui.conversations.conversation_list_view import ConversationListView
@@ -132,7 +133,7 @@ class MainWindow(QMainWindow):
         centre_layout.setSpacing(0)
         centre_layout.addWidget(self.main_stack, 1)
         self.document_card = DocumentCardView()
-        centre_layout.addWidget(self.document_card)
+        self.composer.add_card(self.document_card)
         centre_layout.addWidget(self.composer)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")
@@ -410,6 +411,7 @@ class MainWindow(QMainWindow):
             self._refreshing_style = True
             try:
                 refresh_style_sheets(self)
+                refresh_icons(self)
                 self.chat_view.set_theme(markdown_theme(self.palette()))
             finally:
                 self._refreshing_style = False

@@ -9,7 +9,7 @@ model folder names can be very long.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -21,8 +21,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.icons import set_icon
 
 MODEL_PICKER_CHARS = 28
+PICKER_ARROW_ROOM = 36
+"""Pixels a combo box needs beside its text: the arrow, its frame and padding."""
 
 
 class ToolbarView(QToolBar):
@@ -44,6 +47,7 @@ class ToolbarView(QToolBar):
         self.model_combo.setToolTip("The model that writes the replies")
         self.addWidget(self.model_combo)
         self.models_button = QPushButton("Models…")
+        set_icon(self.models_button, "boxes")
         self.models_button.setToolTip(
             "Model manager: local models, downloads, what fits"
         )
@@ -64,7 +68,15 @@ class ToolbarView(QToolBar):
             QComboBox.SizeAdjustPolicy.AdjustToContents
         )
         self.addWidget(self.preset_combo)
+        # AdjustToContents alone came out 10 px short under the application style sheet
+        # after a theme switch (its size hint kept from the old style): the longest
+        # entry and the arrow's room are made its minimum whenever the entries change.
+        model = self.preset_combo.model()
+        model.rowsInserted.connect(self._fit_preset_picker)
+        model.dataChanged.connect(self._fit_preset_picker)
+        model.modelReset.connect(self._fit_preset_picker)
         self.preset_button = QPushButton("Edit preset…")
+        set_icon(self.preset_button, "sliders-horizontal")
         self.addWidget(self.preset_button)
         self.preset_quality_label = ElidedLabel()
         self.preset_quality_label.setObjectName("presetQuality")
@@ -74,9 +86,27 @@ class ToolbarView(QToolBar):
         )
         self.addWidget(self.preset_quality_label)
         self.settings_button = QPushButton("Settings")
+        set_icon(self.settings_button, "settings")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         self.addWidget(self.settings_button)
         self.set_loading(None)
+
+    def _fit_preset_picker(self, *_args) -> None:
+        combo = self.preset_combo
+        metrics = combo.fontMetrics()
+        longest = max(
+            (
+                metrics.horizontalAdvance(combo.itemText(i))
+                for i in range(combo.count())
+            ),
+            default=0,
+        )
+        combo.setMinimumWidth(longest + PICKER_ARROW_ROOM)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            self._fit_preset_picker()
 
     @property
     def loading(self) -> bool:

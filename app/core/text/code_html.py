@@ -85,9 +85,12 @@ def code_block_html(
         last: The block's last piece: it has the margin below.
     """
     label = html.escape(language) if language else "code"
+    # No borders: Qt draws a table's border around every cell too, which split the
+    # header in two; the block is told apart by its background alone.
     header = (
-        f'<tr><td style="padding: 3px 8px; color: {theme.muted};">{label}</td>'
-        f'<td align="right" style="padding: 3px 8px;">'
+        f'<tr><td bgcolor="{theme.table_header}"'
+        f' style="padding: 4px 10px; color: {theme.muted};">{label}</td>'
+        f'<td bgcolor="{theme.table_header}" align="right" style="padding: 4px 10px;">'
         f'<a href="{COPY_CODE_SCHEME}:{index}">Copy</a></td></tr>'
         if first
         else ""
@@ -95,13 +98,12 @@ def code_block_html(
     top = "4px" if first else "0px"
     bottom = "8px" if last else "0px"
     return (
-        f'<table width="100%" cellspacing="0" cellpadding="0"'
+        f'<table width="100%" border="0" cellspacing="0" cellpadding="0"'
         f' style="margin-top: {top}; margin-bottom: {bottom};'
-        f" border: 1px solid {theme.border};"
         f' background-color: {theme.code_background};">'
         f"{header}"
-        f'<tr><td colspan="2" style="padding: {"4px" if first else "0px"} 8px'
-        f' {"8px" if last else "0px"} 8px;">'
+        f'<tr><td colspan="2" style="padding: {"8px" if first else "0px"} 10px'
+        f' {"10px" if last else "0px"} 10px;">'
         f"<pre>{highlight_code(source, language, theme.pygments_style)}</pre>"
         f"</td></tr></table>"
     )

@@ -72,7 +72,8 @@ def document_style_sheet(theme: MarkdownTheme) -> str:
         f" a {{ color: {theme.link}; text-decoration: none; }}"
         f" code {{ background-color: {theme.code_background}; font-family: monospace;"
         f" white-space: pre-wrap; }}"
-        f" pre {{ font-family: monospace; margin: 0px; }}"
+        # Long code lines wrap: a one-line reply never gets a scroll bar of its own.
+        f" pre {{ font-family: monospace; margin: 0px; white-space: pre-wrap; }}"
         f" ul, ol {{ margin-top: 0px; margin-bottom: 8px; }}"
         f" li {{ margin-bottom: 2px; }}"
         f" blockquote {{ color: {theme.muted}; margin-left: 12px; margin-right: 0px;"

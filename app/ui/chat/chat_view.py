@@ -29,6 +29,7 @@ from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
 from app.ui.chat.message_view import MessageView, TrimCardView
 from app.ui.chat.rich_text_view import RichTextView
 from app.ui.chat.tool_call_card import ToolCallCard
+from app.ui.common.look import SPACE
 from app.ui.common.throttle import Throttle
 
 THINKING = "Thinking…"
@@ -37,10 +38,12 @@ THINKING = "Thinking…"
 COLUMN_MAX_WIDTH = 920
 HIGHLIGHT_MS = 2500
 STYLE_SHEET = """
-QFrame#message[role="user"] { background: palette(alternate-base); border-radius: 10px; }
+QWidget#chatCanvas { background: palette(base); }
+QFrame#bubble[role="user"] { background: palette(alternate-base); border-radius: 14px; }
 QFrame#message[highlighted="true"] { border: 2px solid palette(highlight); border-radius: 10px; }
-QFrame#trimCard { border: 1px dashed palette(mid); border-radius: 8px; }
-QLabel#messageFooter { color: palette(placeholder-text); }
+QFrame#trimCard { border: 1px dashed palette(mid); border-radius: 10px; }
+QFrame#toolCallCard { border: 1px solid palette(mid); border-radius: 10px; background: palette(window); }
+QLabel#messageFooter, QLabel#roleLabel { color: palette(placeholder-text); }
 QLabel#emptyHint { color: palette(placeholder-text); }
 """
 
@@ -77,12 +80,12 @@ class ChatView(QWidget):
         outer = QWidget()
         outer.setObjectName("chatCanvas")
         row = QHBoxLayout(outer)
-        row.setContentsMargins(16, 12, 16, 12)
+        row.setContentsMargins(SPACE["xl"], SPACE["l"], SPACE["xl"], SPACE["l"])
         self._column = QWidget()
         self._column.setMaximumWidth(COLUMN_MAX_WIDTH)
         self._layout = QVBoxLayout(self._column)
         self._layout.setContentsMargins(0, 0, 0, 0)
-        self._layout.setSpacing(10)
+        self._layout.setSpacing(SPACE["l"])
         self.empty_hint = QLabel("Send a message to start the conversation.")
         self.empty_hint.setObjectName("emptyHint")
         self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)

@@ -11,14 +11,15 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
+    QGridLayout,
     QLabel,
     QPushButton,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.ui.chat.sending_text_edit import SendingTextEdit
+from app.ui.common.icons import set_icon
+from app.ui.common.look import SPACE
 
 MAX_VISIBLE_LINES = 8
 PLACEHOLDER = "Message the model…   (Enter sends, Shift+Enter adds a line)"
@@ -59,32 +60,42 @@ class ComposerView(QFrame):
         super().__init__(parent)
         self.setObjectName("composer")
         self._busy = False
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(16, 6, 16, 10)
-        layout.setSpacing(4)
+        # A grid: the reason and a card above the text box (`add_card`) share its
+        # column, so they are exactly as wide as the box they are about.
+        layout = QGridLayout(self)
+        layout.setContentsMargins(SPACE["xl"], SPACE["s"], SPACE["xl"], SPACE["m"])
+        layout.setHorizontalSpacing(SPACE["s"])
+        layout.setVerticalSpacing(SPACE["xs"])
+        self._grid = layout
         self.reason_label = QLabel()
         self.reason_label.setObjectName("composerReason")
         self.reason_label.setWordWrap(True)
         self.reason_label.hide()
-        layout.addWidget(self.reason_label)
-        row = QHBoxLayout()
+        layout.addWidget(self.reason_label, 0, 0, 1, 3)
         self.attach_button = QPushButton("Attach…")
+        set_icon(self.attach_button, "paperclip")
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setToolTip(
             "Read a text or Markdown file, however long, and answer about it (what you "
             "typed is the question; empty asks for a summary)"
         )
         self.attach_button.clicked.connect(self.attach_requested)
-        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addWidget(self.attach_button, 2, 0, Qt.AlignmentFlag.AlignBottom)
         self.edit = ComposerEdit(self)
         self.edit.submitted.connect(self._on_edit_submitted)
-        row.addWidget(self.edit, 1)
+        layout.addWidget(self.edit, 2, 1)
+        layout.setColumnStretch(1, 1)
         self.button = QPushButton("Send")
-        self.button.setObjectName("sendButton")
+        # The one primary (accent) button of the window.
+        self.button.setObjectName("primary")
+        set_icon(self.button, "send", on_accent=True)
         self.button.setMinimumWidth(84)
         self.button.clicked.connect(self._on_button_clicked)
-        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
-        layout.addLayout(row)
+        layout.addWidget(self.button, 2, 2, Qt.AlignmentFlag.AlignBottom)
+
+    def add_card(self, card: QWidget) -> None:
+        """Show ``card`` (the document being read) right above the text box, as wide."""
+        self._grid.addWidget(card, 1, 1)
 
     @property
     def busy(self) -> bool:
@@ -114,6 +125,7 @@ class ComposerView(QFrame):
         self.reason_label.hide()
         self.edit.setEnabled(True)
         self.button.setText("Send")
+        set_icon(self.button, "send", on_accent=True)
         self.button.setToolTip("Send (Enter)")
         self.button.setEnabled(True)
         self.attach_button.setEnabled(True)
@@ -124,6 +136,7 @@ class ComposerView(QFrame):
         self.reason_label.hide()
         self.edit.setEnabled(True)
         self.button.setText("Stop")
+        set_icon(self.button, "square", on_accent=True)
         self.button.setToolTip("Stop the reply (Esc)")
         self.button.setEnabled(True)
         self.attach_button.setEnabled(False)

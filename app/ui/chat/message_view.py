@@ -11,14 +11,17 @@ data (footers with an error, the card's wording) is shown as plain text, never m
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
+    QGraphicsOpacityEffect,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -31,10 +34,31 @@ from app.ui.chat.recall_chip_view import RecallChipView
 from app.ui.chat.rich_text_view import RichTextView
 from app.ui.chat.sending_text_edit import SendingTextEdit
 from app.ui.chat.thinking_view import ThinkingView
-from app.ui.common.small_button import small_button
+from app.ui.common.icons import set_icon
+from app.ui.common.look import SPACE, set_type
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 COPIED_FEEDBACK_MS = 1500
+USER_BUBBLE_SHARE = 0.8
+"""At most this share of the column is taken by a user's bubble."""
+LINES_MEASURED = 200
+"""A user's bubble is sized to its longest line among the first this many."""
+LONG_LINE_CHARS = 400
+"""A line longer than this fills the bubble's widest without being measured."""
+
+
+def _action_button(icon_name: str, text: str, tooltip: str) -> QToolButton:
+    """A message action: an icon, its name as the accessible text and the tooltip."""
+    button = QToolButton()
+    button.setObjectName("messageAction")
+    button.setText(text)
+    button.setToolTip(tooltip)
+    button.setAccessibleName(text)
+    button.setAutoRaise(True)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+    set_icon(button, icon_name)
+    return button
 
 
 class MessageView(QFrame):
@@ -73,37 +97,75 @@ class MessageView(QFrame):
         self._theme = theme
         self._actions_enabled = True
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 6, 12, 8)
-        layout.setSpacing(2)
-        header = QHBoxLayout()
-        header.setSpacing(2)
-        self.role_label = QLabel(f"<b>{ROLE_NAMES.get(role, role)}</b>")
-        header.addWidget(self.role_label)
-        header.addStretch(1)
-        self.copy_button = small_button("Copy", "Copy this message")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(SPACE["xxs"])
+        # The user's words sit in a tinted bubble on the right, as wide as they need;
+        # a reply is plain text across the column (the look of LM Studio, Jan, ChatGPT).
+        self.bubble = QFrame(self)
+        self.bubble.setObjectName("bubble")
+        self.bubble.setProperty("role", role)
+        layout = QVBoxLayout(self.bubble)
+        if role == "user":
+            layout.setContentsMargins(SPACE["m"], SPACE["s"], SPACE["m"], SPACE["s"])
+            bubble_row = QHBoxLayout()
+            bubble_row.setContentsMargins(0, 0, 0, 0)
+            bubble_row.addStretch(1)
+            bubble_row.addWidget(self.bubble)
+            outer.addLayout(bubble_row)
+        else:
+            layout.setContentsMargins(SPACE["xs"], 0, SPACE["xs"], 0)
+            outer.addWidget(self.bubble)
+        layout.setSpacing(SPACE["xxs"])
+        self.role_label = QLabel(ROLE_NAMES.get(role, role))
+        self.role_label.setObjectName("roleLabel")
+        set_type(self.role_label, "caption", weight=600)
+        self.role_label.setVisible(role != "user")
+        layout.addWidget(self.role_label)
+
+        # The actions: icon buttons under the message, shown while the mouse is over
+        # it (or a button has the keyboard focus, or the reply is the last one); their
+        # place is kept, so nothing moves when they appear.
+        self.action_bar = QWidget(self)
+        self.action_bar.setObjectName("messageActions")
+        actions = QHBoxLayout(self.action_bar)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.setSpacing(SPACE["xxs"])
+        self.action_bar.setSizePolicy(
+            QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed
+        )
+        self._actions_effect = QGraphicsOpacityEffect(self.action_bar)
+        self.action_bar.setGraphicsEffect(self._actions_effect)
+        self.copy_button = _action_button("copy", "Copy", "Copy this message")
         self.copy_button.clicked.connect(self._on_copy_button_clicked)
         self._copied_timer = QTimer(self)
         self._copied_timer.setSingleShot(True)
         self._copied_timer.setInterval(COPIED_FEEDBACK_MS)
         self._copied_timer.timeout.connect(self._on_copied_timer_timeout)
-        header.addWidget(self.copy_button)
-        self.edit_button = small_button("Edit", "Edit this message and send it again")
+        self.edit_button = _action_button(
+            "pencil", "Edit", "Edit this message and send it again"
+        )
         self.edit_button.clicked.connect(self._on_edit_button_clicked)
         self.edit_button.setVisible(role == "user" and not read_only)
-        header.addWidget(self.edit_button)
-        self.regenerate_button = small_button("Regenerate", "Write this reply again")
+        self.regenerate_button = _action_button(
+            "refresh-cw", "Regenerate", "Write this reply again"
+        )
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.regenerate_button.hide()
-        header.addWidget(self.regenerate_button)
-        self.pin_button = small_button(
-            "Pin", "Keep this message word for word after the summary"
+        self.pin_button = _action_button(
+            "pin", "Pin", "Keep this message word for word after the summary"
         )
         self.pin_button.setCheckable(True)
         self.pin_button.clicked.connect(self._on_pin_button_clicked)
         self.pin_button.setVisible(message_id is not None and not read_only)
-        header.addWidget(self.pin_button)
-        layout.addLayout(header)
+        for button in (
+            self.copy_button,
+            self.edit_button,
+            self.regenerate_button,
+            self.pin_button,
+        ):
+            button.installEventFilter(self)
+            actions.addWidget(button)
         self.recall_chip: RecallChipView | None = None
         self._layout = layout
 
@@ -120,6 +182,7 @@ class MessageView(QFrame):
         self.editor.hide()
         layout.addWidget(self.editor)
         edit_buttons = QHBoxLayout()
+        edit_buttons.setContentsMargins(0, 0, 0, 0)
         edit_buttons.addStretch(1)
         self.cancel_edit_button = QPushButton("Cancel")
         self.cancel_edit_button.clicked.connect(self._on_cancel_edit_button_clicked)
@@ -140,7 +203,21 @@ class MessageView(QFrame):
         self.footer_label.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse
         )
-        layout.addWidget(self.footer_label)
+        set_type(self.footer_label, "caption")
+        under = QHBoxLayout()
+        under.setContentsMargins(SPACE["xs"] if role != "user" else 0, 0, 0, 0)
+        under.setSpacing(SPACE["s"])
+        if role == "user":
+            under.addStretch(1)
+            under.addWidget(self.footer_label)
+            under.addWidget(self.action_bar)
+        else:
+            under.addWidget(self.action_bar)
+            under.addWidget(self.footer_label, 1)
+            under.addStretch(0)
+        outer.addLayout(under)
+        self._hovered = False
+        self._update_actions_shown()
         self.set_footer(footer)
         self._render()
 
@@ -168,11 +245,17 @@ class MessageView(QFrame):
             self.recall_chip = RecallChipView(message.recalled, self)
             # Under the header, above the text: it came before the message.
             self._layout.insertWidget(1, self.recall_chip)
+            self._fit_bubble()
 
     def set_pinned(self, pinned: bool) -> None:
         """Show the message as pinned or not."""
         self.pin_button.setChecked(pinned)
         self.pin_button.setText("Pinned" if pinned else "Pin")
+        self.pin_button.setToolTip(
+            "Pinned: kept word for word after the summary (click to unpin)"
+            if pinned
+            else "Keep this message word for word after the summary"
+        )
 
     def show_stored_reasoning(self, message: Message) -> None:
         """Show a stored reply's reasoning collapsed (nothing when it has none)."""
@@ -204,6 +287,7 @@ class MessageView(QFrame):
         """Replace the text (a streaming reply grows through this)."""
         self.text = text
         self._render()
+        self._fit_bubble()
 
     def set_theme(self, theme: MarkdownTheme) -> None:
         """Re-render with other colours."""
@@ -216,8 +300,72 @@ class MessageView(QFrame):
         self.footer_label.setVisible(bool(text))
 
     def set_regenerate_visible(self, visible: bool) -> None:
-        """Offer to regenerate (only the last reply has it)."""
+        """Offer to regenerate (only the last reply has it; its actions always show)."""
         self.regenerate_button.setVisible(visible)
+        self._update_actions_shown()
+
+    @property
+    def actions_shown(self) -> bool:
+        """True while the action buttons are drawn (hover, focus, the last reply)."""
+        return self._actions_effect.opacity() > 0
+
+    def enterEvent(self, event) -> None:
+        self._hovered = True
+        self._update_actions_shown()
+        super().enterEvent(event)
+
+    def leaveEvent(self, event) -> None:
+        self._hovered = False
+        self._update_actions_shown()
+        super().leaveEvent(event)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.FocusIn, QEvent.Type.FocusOut):
+            # The focus has moved when the event arrives: hasFocus() tells already.
+            self._update_actions_shown()
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_bubble()
+
+    def _update_actions_shown(self) -> None:
+        focused = any(
+            b.hasFocus()
+            for b in (
+                self.copy_button,
+                self.edit_button,
+                self.regenerate_button,
+                self.pin_button,
+            )
+        )
+        shown = (
+            self._hovered
+            or focused
+            or self.regenerate_button.isVisibleTo(self)
+            or self._copied_timer.isActive()
+        )
+        self._actions_effect.setOpacity(1.0 if shown else 0.0)
+
+    def _fit_bubble(self) -> None:
+        """Size a user's bubble to its longest line, at most `USER_BUBBLE_SHARE` wide."""
+        if self.role != "user":
+            return
+        widest = int(self.width() * USER_BUBBLE_SHARE)
+        if self.editor.isVisible() or self.recall_chip is not None:
+            self.bubble.setFixedWidth(max(widest, 1))
+            return
+        metrics = self.body.fontMetrics()
+        natural = 0
+        for line in self.text.splitlines()[:LINES_MEASURED]:
+            if len(line) > LONG_LINE_CHARS:
+                natural = widest
+                break
+            natural = max(natural, metrics.horizontalAdvance(line))
+        margins = self._layout.contentsMargins()
+        # The document's own margins and a little slack, so the last word never wraps.
+        natural += margins.left() + margins.right() + 4 * SPACE["xxs"] + 8
+        self.bubble.setFixedWidth(max(1, min(natural, widest)))
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Allow or forbid edit and regenerate (forbidden while a reply streams)."""
@@ -233,6 +381,7 @@ class MessageView(QFrame):
         self.body.hide()
         self.editor.show()
         self._edit_row.show()
+        self._fit_bubble()
         self.editor.setFocus()
 
     def _render(self) -> None:
@@ -253,11 +402,16 @@ class MessageView(QFrame):
         self._show_copied("Code copied ✓")
 
     def _show_copied(self, text: str) -> None:
+        # Words for a moment: an icon alone would not say what was copied.
         self.copy_button.setText(text)
+        self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self._copied_timer.start()
+        self._update_actions_shown()
 
     def _on_copied_timer_timeout(self) -> None:
         self.copy_button.setText("Copy")
+        self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        self._update_actions_shown()
 
     def _on_edit_button_clicked(self) -> None:
         self.start_editing()
@@ -266,6 +420,7 @@ class MessageView(QFrame):
         self.editor.hide()
         self._edit_row.hide()
         self.body.show()
+        self._fit_bubble()
 
     def _on_send_edit_button_clicked(self) -> None:
         text = self.editor.toPlainText().strip()

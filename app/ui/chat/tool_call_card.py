@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 
 from app.core.mcp.consent import Decision
 from app.core.store.calls.tool_calls import StoredToolCall
+from app.ui.common.icons import set_icon
+from app.ui.common.look import SPACE
 
 # Characters of a result shown in the card (the whole result is in the export).
 SHOWN_RESULT_CHARS = 4000
@@ -62,14 +64,16 @@ class ToolCallCard(QFrame):
     ):
         super().__init__(parent)
         self.setObjectName("toolCallCard")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
+
         self.call: StoredToolCall | None = None
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 6, 8, 6)
+        layout.setContentsMargins(SPACE["m"], SPACE["s"], SPACE["m"], SPACE["s"])
         where = f"{server} · " if server else ""
         self.header = QToolButton(self)
         self.header.setAutoRaise(True)
         self.header.setCheckable(True)
+        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        set_icon(self.header, "wrench")
         self.header.setText(f"Tool call: {where}{tool} — running…")
         self.header.toggled.connect(self._on_header_toggled)
         layout.addWidget(self.header)

@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.core.text.markdown_html import DARK_THEME, LIGHT_THEME, MarkdownTheme
+from app.ui.common.look import application_style_sheet
 
 _original: dict[str, object] = {}
 
@@ -74,12 +75,15 @@ def apply_theme(app: QApplication, name: str) -> None:
         assert isinstance(palette, QPalette), "saved by the first call"
         app.setPalette(palette)
         hints.setColorScheme(Qt.ColorScheme.Unknown)
-        return
-    app.setStyle("Fusion")
-    hints.setColorScheme(
-        Qt.ColorScheme.Dark if name == "dark" else Qt.ColorScheme.Light
-    )
-    app.setPalette(_dark_palette() if name == "dark" else _light_palette())
+    else:
+        app.setStyle("Fusion")
+        hints.setColorScheme(
+            Qt.ColorScheme.Dark if name == "dark" else Qt.ColorScheme.Light
+        )
+        app.setPalette(_dark_palette() if name == "dark" else _light_palette())
+    # The design (`look`) in the palette just set: its derived colours are fixed
+    # into the sheet, so it is written again at every switch.
+    app.setStyleSheet(application_style_sheet(app.palette()))
 
 
 def refresh_style_sheets(root: QWidget) -> int:
@@ -127,7 +131,7 @@ def _dark_palette() -> QPalette:
             role.Window: "#1f2328",
             role.WindowText: "#e6edf3",
             role.Base: "#0d1117",
-            role.AlternateBase: "#1c2128",
+            role.AlternateBase: "#18304f",
             role.ToolTipBase: "#2d333b",
             role.ToolTipText: "#e6edf3",
             role.PlaceholderText: MUTED_TEXT["dark"],
@@ -153,7 +157,7 @@ def _light_palette() -> QPalette:
             role.Window: "#f6f8fa",
             role.WindowText: "#1f2328",
             role.Base: "#ffffff",
-            role.AlternateBase: "#eef2f6",
+            role.AlternateBase: "#e3eefb",
             role.ToolTipBase: "#ffffff",
             role.ToolTipText: "#1f2328",
             role.PlaceholderText: MUTED_TEXT["light"],

@@ -9,11 +9,13 @@ read straight from the store, which is quick and thread-safe.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.core.errors import KnownError
+from app.core.store.exchange.json_import import IMPORTED_TITLE_SUFFIX
 from app.ui.common.dialogs import confirm, show_error
 from app.ui.conversations.conversation_list_view import UNTITLED
 
@@ -61,6 +63,7 @@ class ConversationListController(QObject):
         list_view.new_requested.connect(current.new_chat)
         list_view.rename_submitted.connect(self._on_list_view_rename_submitted)
         list_view.delete_requested.connect(self.delete)
+        list_view.import_requested.connect(self._on_list_view_import_requested)
         list_view.search_changed.connect(self._on_list_view_search_changed)
         list_view.search_hit_activated.connect(self._on_list_view_search_hit_activated)
         toast.action_clicked.connect(self._on_toast_action_clicked)
@@ -187,6 +190,39 @@ class ConversationListController(QObject):
     def _on_toast_dismissed(self) -> None:
         # Dismissing ends the offer: what was waiting is deleted now.
         self.commit_all()
+
+    # -- import ------------------------------------------------------------------------
+
+    def import_file(self, path: str) -> int | None:
+        """Import a conversation export (``swapless export``) and open it.
+
+        The copy's title says it was imported, as the CLI's does. A file that is not an
+        export, or cannot be read, is refused in words and nothing changes.
+
+        Returns:
+            The new conversation's id, or None when refused.
+        """
+        try:
+            data = Path(path).read_bytes()
+            result = self._store.import_conversation(
+                data, title_suffix=IMPORTED_TITLE_SUFFIX
+            )
+        except (KnownError, OSError) as error:
+            show_error(self._window, "Import conversation", f"{path}: {error}")
+            return None
+        self.refresh()
+        self._current.open(result.conversation_id)
+        return result.conversation_id
+
+    def _on_list_view_import_requested(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self._window,
+            "Import conversation",
+            "",
+            "Swapless conversation export (*.json);;All files (*)",
+        )
+        if path:
+            self.import_file(path)
 
     # -- list and search ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import html
 import re
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtGui import QAction, QIcon, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.store.records import Conversation, SearchHit
+from app.ui.common.icons import set_action_icon, set_icon
 from app.ui.common.plain_text import plain_tooltip
 from app.ui.common.theme import muted_colour
 
@@ -50,6 +51,7 @@ class ConversationListView(QWidget):
     new_requested = Signal()
     rename_submitted = Signal(int, str)
     delete_requested = Signal(int)
+    import_requested = Signal()
     search_changed = Signal(str)
     search_hit_activated = Signal(int, object)
 
@@ -65,6 +67,10 @@ class ConversationListView(QWidget):
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Search all messages")
         self.search_edit.setClearButtonEnabled(True)
+        search_icon = self.search_edit.addAction(
+            QIcon(), QLineEdit.ActionPosition.LeadingPosition
+        )
+        set_action_icon(search_icon, "search")
         self.search_edit.textChanged.connect(self._on_search_edit_text_changed)
         self.search_edit.setToolTip(
             "Search every message (Ctrl+F); Down or Enter goes to the results, Esc clears"
@@ -72,7 +78,8 @@ class ConversationListView(QWidget):
         self.search_edit.installEventFilter(self)
         top.addWidget(self.search_edit, 1)
         layout.addLayout(top)
-        self.new_button = QPushButton("+  New chat")
+        self.new_button = QPushButton("New chat")
+        set_icon(self.new_button, "square-pen")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
         layout.addWidget(self.new_button)
@@ -82,7 +89,6 @@ class ConversationListView(QWidget):
         self.list.setObjectName("conversations")
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.setStyleSheet("QListWidget#conversations::item { padding: 6px 4px; }")
         self.list.setEditTriggers(
             QAbstractItemView.EditTrigger.DoubleClicked
             | QAbstractItemView.EditTrigger.EditKeyPressed
@@ -200,13 +206,14 @@ class ConversationListView(QWidget):
 
     def _on_list_context_menu_requested(self, position) -> None:
         item = self.list.itemAt(position)
-        if item is None:
-            return
         menu = QMenu(self)
-        menu.addAction("Rename", lambda: self.list.editItem(item))
-        menu.addAction(
-            "Delete…", lambda: self.delete_requested.emit(item.data(ID_ROLE))
-        )
+        if item is not None:
+            menu.addAction("Rename", lambda: self.list.editItem(item))
+            menu.addAction(
+                "Delete…", lambda: self.delete_requested.emit(item.data(ID_ROLE))
+            )
+            menu.addSeparator()
+        menu.addAction("Import conversation…", self.import_requested.emit)
         menu.popup(self.list.viewport().mapToGlobal(position))
 
     def _on_delete_action_triggered(self) -> None:

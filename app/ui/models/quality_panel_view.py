@@ -29,6 +29,7 @@ from app.core.quality.report_text import EXPLANATION, measured_day, one_line
 
 COLUMNS = ("Compression", "Top-1", "Mean KL", "PPL ratio", "Recall", "Verdict")
 FAIL_COLOUR = "#cf222e"
+STATUS_LINES = 2
 
 
 def _cells(result) -> list[str]:
@@ -67,6 +68,15 @@ class QualityPanelView(QGroupBox):
         self.status_label.setObjectName("qualityStatus")
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         self.status_label.setWordWrap(True)
+        # Two lines are kept for it (its texts take one or two), and the progress bar's
+        # place is kept while hidden: the dialog moved under the mouse at a check's
+        # start and end as they came and went.
+        self.status_label.setMinimumHeight(
+            STATUS_LINES * self.status_label.fontMetrics().lineSpacing()
+        )
+        self.status_label.setAlignment(
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
+        )
         row.addWidget(self.status_label, 1)
         self.check_button = QPushButton("Check quality")
         self.check_button.setToolTip(
@@ -83,6 +93,9 @@ class QualityPanelView(QGroupBox):
         layout.addLayout(row)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.progress.setSizePolicy(policy)
         self.progress.hide()
         layout.addWidget(self.progress)
         self.table = QTableWidget(0, len(COLUMNS))

@@ -11,6 +11,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.models.model_catalog import REFERENCE_EXPLANATION
+from app.ui.common.icons import set_icon
+from app.ui.common.look import SPACE, set_type
 
 DEMO_EXPLANATION = (
     "The demo model is tiny and has random weights: it is built on this machine in a "
@@ -39,8 +41,9 @@ class WelcomeView(QWidget):
         outer = QVBoxLayout(self)
         outer.addStretch(1)
         column = QVBoxLayout()
-        column.setSpacing(14)
-        title = QLabel("<h1>Welcome to Swapless</h1>")
+        column.setSpacing(SPACE["l"])
+        title = QLabel("Welcome to Swapless")
+        set_type(title, "display", weight=600)
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         column.addWidget(title)
         intro = QLabel(
@@ -49,11 +52,15 @@ class WelcomeView(QWidget):
             "context outgrows it, and shows where every byte goes."
         )
         intro.setWordWrap(True)
+        set_type(intro, "title")
         intro.setAlignment(Qt.AlignmentFlag.AlignCenter)
         column.addWidget(intro)
         buttons = QHBoxLayout()
+        buttons.setSpacing(SPACE["s"])
         buttons.addStretch(1)
         self.models_button = QPushButton("Open the model manager")
+        self.models_button.setObjectName("primary")
+        set_icon(self.models_button, "boxes", on_accent=True)
         self.models_button.setDefault(True)
         self.models_button.clicked.connect(self.models_requested)
         buttons.addWidget(self.models_button)
@@ -82,7 +89,7 @@ class WelcomeView(QWidget):
         row.addStretch(1)
         holder = QWidget()
         holder.setLayout(column)
-        holder.setMaximumWidth(560)
+        holder.setMaximumWidth(640)
         row.addWidget(holder, 3)
         row.addStretch(1)
         outer.addLayout(row)

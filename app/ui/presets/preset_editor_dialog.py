@@ -187,6 +187,8 @@ class PresetEditorDialog(QDialog):
             prompt.textChanged.connect(self.validate)
             return prompt
         line = QLineEdit(str(value))
+        # From its start: a long description showed only its end, cut mid-word.
+        line.setCursorPosition(0)
         line.textChanged.connect(self.validate)
         return line
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -187,3 +189,38 @@ def test_search_results_keep_their_whole_text_when_the_list_narrows(
         item = results.item(row)
         label = results.itemWidget(item)
         assert item.sizeHint().height() >= label.heightForWidth(width)
+
+
+def test_a_conversation_imported_in_the_window_says_so_in_its_title(
+    qtbot, window, store, send, tmp_path
+):
+    # The CLI's import titles the copy '… (imported)'; the window's does the same
+    # (#28 point 20), so the copy is told apart from its original in the list.
+    original, _ = send(window, "Planning a trip to Lisbon in May")
+    export = tmp_path / "trip.json"
+    export.write_text(json.dumps(store.export_json(original)), encoding="utf-8")
+    window.list_view.import_requested.disconnect()  # no file dialog in a test
+    copy = window.conversation_list.import_file(str(export))
+    assert copy is not None and copy != original
+    title = store.get_conversation(copy).title
+    assert title == store.get_conversation(original).title + " (imported)"
+    assert window.list_view.conversation_ids()[:2] == [copy, original]
+    assert window.list_view.list.item(0).text() == title
+    assert window.current.conversation_id == copy  # opened
+    assert [v.text for v in window.chat_view.message_views()][0] == (
+        "Planning a trip to Lisbon in May"
+    )
+
+
+def test_a_file_that_is_not_an_export_is_refused_in_words(window, store, tmp_path):
+    before = [c.id for c in store.list_conversations()]
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}', encoding="utf-8")
+    assert window.conversation_list.import_file(str(bad)) is None
+    assert window.conversation_list.import_file(str(tmp_path / "missing.json")) is None
+    errors = [
+        b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"
+    ]
+    assert len(errors) == 2
+    assert "notes.json" in errors[0].text() and "missing.json" in errors[1].text()
+    assert [c.id for c in store.list_conversations()] == before

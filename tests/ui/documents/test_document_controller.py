@@ -431,3 +431,23 @@ def test_closing_the_window_mid_reading_keeps_the_notes_and_exits_quickly(
         (document,) = reopened.documents(conversation_id)
         assert document.status == "interrupted"
         assert len(reopened.document_segments(document.id)) >= 1
+
+
+def test_the_plan_card_is_exactly_as_wide_as_the_message_box(qtbot, window, tmp_path):
+    # It spanned the whole pane, wider than the box it sits on (#28 point 20).
+    window.resize(1280, 800)
+    window.show()
+    qtbot.waitExposed(window)
+    window.current.set_preset(reading_preset())
+    path = write_text(tmp_path / "rivers.txt", window.worker.engine, 2, tokens=200)
+    plan(qtbot, window, path)
+    QApplication.processEvents()
+    card, box = window.document_card, window.composer.edit
+    assert card.isVisible()
+    card_left = card.mapTo(window, QPoint(0, 0)).x()
+    box_left = box.mapTo(window, QPoint(0, 0)).x()
+    assert (card_left, card.width()) == (box_left, box.width())
+    assert (
+        card.mapTo(window, QPoint(0, card.height())).y()
+        <= box.mapTo(window, QPoint(0, 0)).y()
+    )  # above the box, not over it

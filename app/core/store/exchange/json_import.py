@@ -65,6 +65,11 @@ class ImportResult:
     messages: int = 0
 
 
+IMPORTED_TITLE_SUFFIX = " (imported)"
+"""Added to an imported conversation's title by the CLI and the window, so the copy is
+told apart from the original in a list."""
+
+
 class ImportMixin(StoreBase):
     """Import methods of `Store`."""
 
