@@ -42,8 +42,10 @@ format: $(STAMP)
 	$(BIN)/ruff format app tests packaging
 	$(BIN)/ruff check --fix app tests packaging
 
+# Two pytest-xdist workers: the serial suite kept one of the two cores busy on average.
+# Modules stay whole on one worker (tests/conftest.py); `pytest -q` alone runs serially.
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-slow: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m slow
