@@ -43,9 +43,11 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix app tests packaging
 
 # Two pytest-xdist workers: the serial suite kept one of the two cores busy on average.
-# Modules stay whole on one worker (tests/conftest.py); `pytest -q` alone runs serially.
+# Modules stay whole on one worker (tests/conftest.py); PYTEST_WORKERS=0 runs serially,
+# as `pytest -q` alone does.
+PYTEST_WORKERS ?= 2
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 test-slow: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m slow
