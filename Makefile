@@ -42,12 +42,8 @@ format: $(STAMP)
 	$(BIN)/ruff format app tests packaging
 	$(BIN)/ruff check --fix app tests packaging
 
-# Two pytest-xdist workers: the serial suite kept one of the two cores busy on average.
-# Modules stay whole on one worker (tests/conftest.py); PYTEST_WORKERS=0 runs serially,
-# as `pytest -q` alone does.
-PYTEST_WORKERS ?= 2
 test: lint
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -m slow

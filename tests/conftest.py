@@ -9,22 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-# `make test` runs two pytest-xdist workers (``-n 2 --dist loadgroup``): the serial
-# suite kept one of the two cores busy on average (~1,140 CPU-s in a ~1,150 s run).
-SMOKE_GROUP = "bench-smoke-run"
-
-
-def pytest_collection_modifyitems(items):
-    """Keep each module on one worker, and every user of the bench's shared smoke run
-    together, so module- and session-scoped models, engines and that run are built once,
-    not once per worker."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        fixtures = getattr(item, "fixturenames", ())
-        group = SMOKE_GROUP if "smoke_run" in fixtures else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
 
 @pytest.fixture(autouse=True)
 def swapless_home(tmp_path, monkeypatch):
