@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+from app.cli.main import main
 from app.core.models.model_identity import folder_identity
 from app.core.quality.cells import kv_cell
 from app.core.quality.events import QualityReport
@@ -89,18 +90,21 @@ def test_the_doctor_warns_about_a_preset_whose_kv_fails_here(
     assert "Preset 'chat'" not in doctor.stdout  # 8-bit: not measured, no warning
 
 
-def test_bad_input_is_one_line_and_exit_code_2(tiny_model_dir, swapless_home, tmp_path):
-    unknown = run_cli(
-        ["check-quality", "--model", str(tiny_model_dir), "--only", "kv:3:64"],
-        swapless_home,
-    )
-    assert unknown.returncode == 2
-    assert unknown.stderr.strip().count("\n") == 0
-    assert "unknown cell 'kv:3:64'" in unknown.stderr
-    missing = run_cli(
-        ["check-quality", "--model", str(tmp_path / "nope")], swapless_home
-    )
-    assert missing.returncode == 2 and missing.stderr.startswith("swapless: error:")
+def test_bad_input_is_one_line_and_exit_code_2(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
+    # In-process (the same `main` the console script runs): both are refused before
+    # an engine exists, so a subprocess would only add its start-up (~3 CPU-s each).
+    monkeypatch.setenv("SWAPLESS_NO_OPENBLAS", "1")  # never re-exec the test runner
+    capsys.readouterr()
+    code = main(["check-quality", "--model", str(tiny_model_dir), "--only", "kv:3:64"])
+    unknown = capsys.readouterr()
+    assert code == 2 and unknown.out == ""
+    assert unknown.err.strip().count("\n") == 0
+    assert "unknown cell 'kv:3:64'" in unknown.err
+    assert main(["check-quality", "--model", str(tmp_path / "nope")]) == 2
+    missing = capsys.readouterr().err
+    assert missing.startswith("swapless: error:") and missing.count("\n") == 1
 
 
 def test_ctrl_c_stops_and_keeps_what_was_measured(tiny_model_dir, swapless_home):
