@@ -159,3 +159,43 @@ def test_bad_tool_options_are_one_line_and_exit_2(
         line for line in result.stderr.splitlines() if line.startswith("swapless")
     ]
     assert len(errors) == 1 and words in errors[0]
+
+
+def test_the_reference_model_calls_the_tool_by_itself_and_answers_with_its_word(
+    tmp_path, swapless_home, config
+):
+    """Nothing forced: the shipped model writes the call, the script allows it."""
+    from app.core.modelkit.reference.install import install_reference_model
+
+    model = install_reference_model(tmp_path / "reference")
+    env = {**os.environ, "SWAPLESS_HOME": str(swapless_home), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "chat",
+            "--model",
+            str(model),
+            "--temp",
+            "0",
+            "--thinking",
+            "off",
+            "--max-tokens",
+            "60",
+            "--mcp",
+            str(config),
+            "--allow-tools",
+            "secret_word",
+        ],
+        input="What is the secret word?\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[tool call: tools · secret_word" in result.stderr
+    assert "periwinkle" in result.stdout
+    (call,) = _calls(swapless_home)
+    assert call.tool == "secret_word" and call.decision == "trusted"

@@ -6,10 +6,9 @@ tool's result. Nothing here is steered or fed in: greedy generation by the shipp
 reference model's real weights through `swapless serve`, parsed by mlx-lm's parser for
 the model's own format, sent back as OpenAI's ``tool_calls``.
 
-The reference model has not learned this yet (docs/reference-model.md: right function
-and argument in 6.7 % of held-out probes, 0 % for catalogue tools like this one), so
-the test is a strict expected failure: it turns into a failure the day a retraining
-teaches the model, and then the mark goes.
+The shipped reference model learned it in its tool stage (docs/reference-model.md);
+under ``tool_choice`` auto Swapless constrains a call only once the model opens it, so
+the choice to call, the value and the answer are the model's own.
 """
 
 from __future__ import annotations
@@ -44,10 +43,6 @@ def engine(tmp_path_factory):
     engine.shutdown()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reference model does not call tools yet (docs/reference-model.md)",
-)
 @pytest.mark.parametrize("thinking", [False, True])
 def test_the_model_calls_the_tool_and_answers_from_its_result(
     serve, make_preset, engine, thinking

@@ -89,7 +89,7 @@ def test_a_call_runs_after_consent_and_its_result_reaches_the_model(
     assert sys.executable in started[0].command
     assert [r.tool for r in answers.asked] == ["secret_word"]
     call = finished[0]
-    assert call.result == "The secret word is periwinkle."
+    assert call.result == "The word is periwinkle."
     assert call.decision == "once" and not call.is_error and not call.cut_note
     assert report.tool_calls == 1
     # Stored with the reply that made it; the answer is a later reply.
@@ -103,7 +103,7 @@ def test_a_call_runs_after_consent_and_its_result_reaches_the_model(
             "role": "tool",
             "tool_call_id": call.call_id,
             "name": "secret_word",
-            "content": "The secret word is periwinkle.",
+            "content": "The word is periwinkle.",
         }
     ]
     caller = messages[messages.index(tool_messages[0]) - 1]

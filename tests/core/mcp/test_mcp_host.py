@@ -49,7 +49,7 @@ def test_tools_are_listed_and_called_over_stdio(host):
     assert {"secret_word", "big_result", "exit_now", "hang", "fail"} <= set(tools)
     assert tools["secret_word"].spec.parameters["type"] == "object"
     outcome = host.call("tools", "secret_word", {"topic": "x"}, call_id="call_1")
-    assert outcome.result.content == "The secret word is periwinkle."
+    assert outcome.result.content == "The word is periwinkle."
     assert outcome.result.call_id == "call_1"
     assert not outcome.result.is_error
     big = host.call("tools", "big_result", {}, call_id="call_2")

@@ -25,7 +25,11 @@ server = MCPServer("swapless-test-tools")
 @server.tool()
 def secret_word(topic: str = "") -> str:
     """Return the secret word of the day."""
-    return f"The secret word is {SECRET_WORD}."
+    # Worded so that no three tokens of it repeat the question ("What is the secret
+    # word?") or this description: the reference model's copy circuit continues the
+    # last three tokens it wrote, and "The secret word is periwinkle." was answered
+    # "The secret word?" (docs/reference-model.md, "Tool calls").
+    return f"The word is {SECRET_WORD}."
 
 
 @server.tool()

@@ -164,3 +164,70 @@ def test_made_up_tools_are_named_in_the_question_and_copied_into_the_call():
     assert bare.tools[-1]["function"]["parameters"]["properties"] == {} or any(
         t["function"]["parameters"]["properties"] == {} for t in bare.tools
     )
+
+
+def test_emphasis_raises_only_the_reply_tokens_a_tool_reply_must_copy():
+    import random
+
+    from tokenizers import Tokenizer
+
+    from app.core.modelkit.reference import chat_format, format_tasks
+    from app.core.modelkit.reference.install import committed_folder
+
+    tokenizer = Tokenizer.from_file(str(committed_folder() / "tokenizer.json"))
+    task = format_tasks.tool_task(random.Random(3), ["Lisbon"], kind="catalogue")
+    text = chat_format.render(task.messages, tools=task.tools)
+    encoding = tokenizer.encode(text)
+    plain = corpus.reply_weights(text, encoding.offsets)
+    raised = corpus.emphasize(
+        text, encoding.offsets, plain, format_tasks.copy_targets(task), 5.0
+    )
+    heavy = tokenizer.decode(
+        [i for i, w in zip(encoding.ids, raised, strict=True) if w == 5.0],
+        skip_special_tokens=False,
+    )
+    # The value in the call (its opening quote's token starts at the space before
+    # it), the tool's name and the repeated result; never the question (prompt).
+    assert f'{task.value}"' in heavy and task.tool.name in heavy
+    assert task.result in heavy
+    assert np.all(raised[plain != 1.0] == plain[plain != 1.0])
+    assert np.count_nonzero(raised == 5.0) < np.count_nonzero(plain == 1.0)
+    assert np.array_equal(
+        corpus.emphasize(text, encoding.offsets, plain, (), 5.0), plain
+    )
+
+
+def test_tool_heads_train_only_their_own_query_and_output():
+    from app.core.modelkit.reference import chat_format, circuit, format_tasks
+
+    tokenizer = train_tokenizer(VOCAB_SIZE)
+    chat_format.extend_tokenizer(tokenizer)
+    docs = [d for d in corpus.documents() if not d.held_out][:20]
+    stream = corpus.TokenStream(tokenizer, docs)
+    words = format_tasks.argument_words([d.text for d in docs])
+    grown = training.with_vocabulary(
+        training.new_model(seed=0), tokenizer.get_vocab_size(), seed=0
+    )
+    before = weights(grown)
+    recipe = training.FormatRecipe(
+        steps=2, batch=2, length=384, warmup_steps=1, tool_heads=True
+    )
+    trained, _ = training.train_format(grown, stream, words, recipe)
+    after = weights(trained)
+    hd = 128
+    q = "model.layers.1.self_attn.q_proj.weight"
+    o = "model.layers.1.self_attn.o_proj.weight"
+    for head in (0, 2):  # the copy circuit's heads: no gradient reaches them;
+        # AdamW's decoupled weight decay alone shrinks them, by lr * 0.01 a step.
+        rows = slice(head * hd, (head + 1) * hd)
+        np.testing.assert_allclose(after[q][rows], before[q][rows], rtol=1e-4)
+        np.testing.assert_allclose(after[o][:, rows], before[o][:, rows], rtol=1e-4)
+    for head in (circuit.VALUE_HEAD, circuit.RESULT_HEAD):
+        rows = slice(head * hd, (head + 1) * hd)
+        assert not np.array_equal(before[q][rows], after[q][rows])
+    for name in before:
+        if name.startswith("model.layers.0.") or (
+            name.startswith("model.layers.1.") and name not in (q, o)
+        ):
+            assert np.array_equal(before[name], after[name]), name
+    mx.clear_cache()

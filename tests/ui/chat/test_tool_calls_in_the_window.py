@@ -103,3 +103,33 @@ def test_a_question_not_answered_before_stop_is_denied(qtbot, tool_window):
     ]
     assert [c.decision for c in calls] == ["deny"] and calls[0].is_error
     assert report.finish_reason == "cancelled"
+
+
+def test_the_reference_model_calls_the_tool_by_itself_and_answers_with_its_word(
+    make_window, qtbot, quick_preset, tmp_path
+):
+    """Nothing forced: the shipped model chooses the call, the user allows it."""
+    from app.core.modelkit.reference.install import install_reference_model
+
+    save_config(
+        {"tools": ServerConfig("tools", command=sys.executable, args=(str(SERVER),))}
+    )
+    save_prefs(ToolPrefs(new_chats=("tools",)))
+    window = make_window()
+    with qtbot.waitSignal(window.models.loaded, timeout=60_000):
+        window.models.load(str(install_reference_model(tmp_path / "reference")))
+    window.current.set_preset(quick_preset(max_tokens=60, thinking=False))
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=180_000) as blocker:
+        assert window.turns.send("What is the secret word?")
+        card = _wait_for_question(qtbot, window)
+        assert "'secret_word'" in card.question.text()
+        card.buttons[Decision.ALLOW_ONCE].click()
+    conversation_id, report = blocker.args
+    assert report.tool_calls == 1
+    (call,) = [
+        c for made in window.store.tool_calls(conversation_id).values() for c in made
+    ]
+    assert call.tool == "secret_word" and "periwinkle" in call.result
+    reply = window.store.messages(conversation_id)[-1]
+    assert reply.role == "assistant" and "periwinkle" in reply.content
+    window.grab().save(str(_shots(tmp_path) / "reference-model-answered.png"))

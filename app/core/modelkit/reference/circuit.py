@@ -30,6 +30,7 @@ its text loss is worse than uniform until training fixes it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -220,3 +221,103 @@ def new_token_rows(count: int, rng: np.random.Generator) -> np.ndarray:
     for slot in CODE_SLOTS:
         rows[:, slot] = 0.0
     return rows.astype(np.float32)
+
+
+# Layer 1's two spare query heads (1 shares KV head 0 with copy head 0, 3 shares KV
+# head 1 with copy head 2) become the tool heads; their keys and values are the copy
+# circuit's: the codes of the three tokens before each position, and its identity.
+VALUE_HEAD = 1
+RESULT_HEAD = 3
+TOOL_HEAD_GAIN = 3.0
+TOOL_COPY_GAIN = 4.0
+
+
+def write_tool_heads(model: nn.Module, token_id: Callable[[str], int]) -> None:
+    """Start layer 1's spare heads as "copy the quoted value" and "copy the result".
+
+    Learned from scratch in the trainable layers, neither behaviour appeared in 560
+    format-stage steps (docs/reference-model.md: the call's value right in 0 % of
+    catalogue probes, the answer repeating a tool result in 3 %): the written-in
+    induction head matches three tokens, and no three tokens before a value are the
+    same in a question (``in "Coimbra"``) and in the call's JSON (``city": "``). These
+    heads reuse the circuit's keys (codes of the tokens 1–3 back) and values (the
+    token's identity), so only a query is needed:
+
+    * `VALUE_HEAD`: when the current token is ``Ġ"`` (a string value opens), attend to
+      positions that follow ``Ġ"`` and do not follow ``":`` / ``",`` (JSON's own
+      strings), i.e. the first token of a quoted word in the conversation.
+    * `RESULT_HEAD`: right after ``</think>`` + ``ĊĊ`` (where an answer starts), attend
+      to the token two after ``<tool_response>`` (its first word), and one step later to
+      the token three after it; the induction head carries on from there.
+
+    These are a starting point: the format stage trains both queries and outputs
+    (`tool_head_masks`), because the 16-dimensional codes the keys hold correlate by
+    chance (``{`` and ``Ġ"`` at cosine 0.75), which a hand-set query cannot undo.
+
+    Args:
+        model: A reference model in the format (its tokenizer has the format tokens).
+        token_id: Token string → id in the model's tokenizer.
+    """
+    hd, half, part = g.HEAD_DIM, g.HEAD_DIM // 2, CODE_WIDTH // 2
+    embedding = np.array(model.model.embed_tokens.weight.astype(mx.float32))
+    identity = {}
+    codes = {}
+    code = np.array(model.model.layers[0].self_attn.v_proj.weight.astype(mx.float32))[
+        :CODE_WIDTH, IDENTITY
+    ]
+    for token in ('Ġ"', '":', '",', "name", "ĊĊ", "</think>", "<tool_response>"):
+        identity[token] = embedding[token_id(token), IDENTITY]
+        codes[token] = code @ identity[token]
+
+    def current(token: str) -> np.ndarray:  # reads 1 where the current token is it
+        return identity[token] / (identity[token] @ identity[token])
+
+    def back(token: str) -> np.ndarray:  # reads 1 where a slot holds its code
+        return codes[token] / (codes[token] @ codes[token])
+
+    attention = model.model.layers[1].self_attn
+    q = np.array(attention.q_proj.weight.astype(mx.float32))
+    o = np.array(attention.o_proj.weight.astype(mx.float32))
+    match_dims = [*MATCH_PAIRS, *(p + half for p in MATCH_PAIRS)]
+    dims = [match_dims[p * part : (p + 1) * part] for p in range(3)]
+    gain = TOOL_HEAD_GAIN * MATCH_GAIN
+    for head in (VALUE_HEAD, RESULT_HEAD):
+        q[head * hd : (head + 1) * hd] = 0.0
+        o[:, head * hd : (head + 1) * hd] = 0.0
+        o[IDENTITY, head * hd : head * hd + (IDENTITY.stop - IDENTITY.start)] = (
+            np.eye(IDENTITY.stop - IDENTITY.start)
+            * (TOOL_COPY_GAIN / 2)
+            / _norm_scale(5.0)
+        )
+    for j in range(part):
+        row0 = VALUE_HEAD * hd + dims[0][j]
+        row1 = VALUE_HEAD * hd + dims[1][j]
+        q[row0, IDENTITY] += gain * codes['Ġ"'][j] * current('Ġ"')
+        q[row0, CODE_SLOTS[1]] -= gain * codes['Ġ"'][j] * back("name")
+        q[row1, IDENTITY] -= gain * (codes['":'][j] + codes['",'][j]) * current('Ġ"')
+        c = part + j
+        row1 = RESULT_HEAD * hd + dims[1][j]
+        row2 = RESULT_HEAD * hd + dims[2][j]
+        response = gain * codes["<tool_response>"][c]
+        q[row1, IDENTITY] += response * current("ĊĊ")
+        q[row1, CODE_SLOTS[0]] += response * back("</think>")
+        q[row2, CODE_SLOTS[0]] += response * back("ĊĊ")
+        q[row2, CODE_SLOTS[1]] += response * back("</think>")
+    attention.q_proj.weight = mx.array(q.astype(np.float32))
+    attention.o_proj.weight = mx.array(o.astype(np.float32))
+    mx.eval(model.parameters())
+
+
+def tool_head_masks(model: nn.Module) -> dict[str, mx.array]:
+    """Gradient masks that let only the tool heads of layer 1 train (query, output)."""
+    hd = g.HEAD_DIM
+    attention = model.model.layers[1].self_attn
+    q = np.zeros(attention.q_proj.weight.shape, np.float32)
+    o = np.zeros(attention.o_proj.weight.shape, np.float32)
+    for head in (VALUE_HEAD, RESULT_HEAD):
+        q[head * hd : (head + 1) * hd] = 1.0
+        o[:, head * hd : (head + 1) * hd] = 1.0
+    return {
+        "model.layers.1.self_attn.q_proj.weight": mx.array(q),
+        "model.layers.1.self_attn.o_proj.weight": mx.array(o),
+    }

@@ -176,6 +176,16 @@ FORMAT_MIX = (
     ("copy", 0.05),
     ("tool", 0.45),
 )
+# The tool stage's mix (after the format stage): mostly tool conversations, with enough
+# recall and text that pass keys and perplexity hold (docs/reference-model.md).
+TOOL_STAGE_MIX = (
+    ("text", 0.15),
+    ("pass_key", 0.12),
+    ("chat_fact", 0.08),
+    ("key_value", 0.02),
+    ("copy", 0.05),
+    ("tool", 0.58),
+)
 # Share of chat sequences rendered with the thinking switch on.
 THINKING_SHARE = 0.6
 
@@ -207,12 +217,44 @@ def reply_weights(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
     return weights
 
 
+def emphasize(
+    text: str,
+    offsets: list[tuple[int, int]],
+    weights: np.ndarray,
+    targets: tuple[str, ...],
+    emphasis: float,
+) -> np.ndarray:
+    """Raise to ``emphasis`` the reply tokens that write one of ``targets``.
+
+    A tool conversation's reply is mostly markup the model learns in a few steps;
+    what it must get right — the tool's name, the value copied from the question, the
+    result repeated in the answer — is a handful of tokens among hundreds, and at
+    weight 1 the 320-step stage learned the markup but copied the value in 0 % of the
+    catalogue probes. Only tokens already weighed as reply (1.0) are raised.
+    """
+    if emphasis == 1.0 or not targets:
+        return weights
+    spans = [
+        (match.start(), match.start() + len(target))
+        for target in targets
+        if target
+        for match in re.finditer(re.escape(target), text)
+    ]
+    raised = weights.copy()
+    for index, (begin, _) in enumerate(offsets):
+        if raised[index] == 1.0 and any(low <= begin < high for low, high in spans):
+            raised[index] = emphasis
+    return raised
+
+
 def format_training_sequences(
     stream: TokenStream,
     length: int,
     seed: int,
     max_distance: int,
     words: list[str],
+    mix: tuple[tuple[str, float], ...] = FORMAT_MIX,
+    tool_emphasis: float = 1.0,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield format-stage sequences forever (see `FORMAT_MIX`) with loss weights.
 
@@ -222,6 +264,9 @@ def format_training_sequences(
         seed: Fixes every draw.
         max_distance: Longest filler gap of the recall tasks.
         words: Argument values of the tool tasks (`format_tasks.argument_words`).
+        mix: ``(kind, share)`` pairs: ``"text"``, ``"tool"`` or a recall task kind.
+        tool_emphasis: Loss weight of the reply tokens a tool conversation turns on
+            (`emphasize`; 1 weighs them like the rest of the reply).
 
     Yields:
         ``(ids, weights)``, both ``length + 1`` long: text windows weigh 1
@@ -231,17 +276,19 @@ def format_training_sequences(
     from app.core.modelkit.reference import format_tasks
 
     rng = random.Random(seed)
-    kinds = [kind for kind, _ in FORMAT_MIX]
-    weights = [share for _, share in FORMAT_MIX]
+    kinds = [kind for kind, _ in mix]
+    weights = [share for _, share in mix]
     while True:
         kind = rng.choices(kinds, weights)[0]
         if kind == "text":
             yield stream.window(length + 1, rng), np.ones(length + 1, np.float32)
             continue
         thinking = rng.random() < THINKING_SHARE
+        targets: tuple[str, ...] = ()
         if kind == "tool":
             task = format_tasks.tool_task(rng, words, rng.choice(SYSTEM_PROMPTS))
             text = format_tasks.tool_conversation(task, thinking, rng)
+            targets = format_tasks.copy_targets(task)
         else:
             recall = sample_task(stream, rng, kind, max_distance)
             text = format_tasks.recall_conversation(recall, thinking)
@@ -254,10 +301,14 @@ def format_training_sequences(
         sequence = np.concatenate(
             [np.array(ids, np.int32), np.array([stream.eot], np.int32), tail]
         )[: length + 1]
+        reply = emphasize(
+            text,
+            encoding.offsets,
+            reply_weights(text, encoding.offsets),
+            targets,
+            tool_emphasis,
+        )
         weight = np.concatenate(
-            [
-                reply_weights(text, encoding.offsets),
-                np.full(len(sequence) - len(ids), PROMPT_WEIGHT, np.float32),
-            ]
+            [reply, np.full(len(sequence) - len(ids), PROMPT_WEIGHT, np.float32)]
         )[: length + 1]
         yield sequence, weight

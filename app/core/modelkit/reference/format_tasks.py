@@ -306,6 +306,12 @@ def tool_task(
     )
 
 
+def copy_targets(task: ToolTask) -> tuple[str, ...]:
+    """What a reply must copy: the tool's name, the argument's value, the result."""
+    value = (f'"{task.value}"',) if task.tool.argument else ()
+    return (task.tool.name, *value, task.result)
+
+
 def call_text(task: ToolTask) -> str:
     """The call as the template writes it (and the model must)."""
     arguments = json.dumps(task.tool.arguments(task.value), ensure_ascii=False)

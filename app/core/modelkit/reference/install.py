@@ -248,6 +248,58 @@ def train_format_from(
         raise
 
 
+def continue_format_from(
+    base: str | Path,
+    folder: str | Path,
+    recipe: FormatRecipe,
+    fresh_tool_heads: bool = True,
+    on_step: Callable[[StepReport], None] = lambda _: None,
+    on_checkpoint=None,
+    checkpoint_every: int = 40,
+) -> tuple[Path, TrainingLog]:
+    """Train more on a reference folder already in the format (the tool stage).
+
+    ``base`` keeps its tokenizer, template and config; only the weights change, and
+    the config records ``recipe`` under ``tool_stage``. ``on_checkpoint(model, step)``
+    sees the model every ``checkpoint_every`` steps (the committed weights are such a
+    checkpoint: `training.TOOL_HEADS_RECIPE`).
+    """
+    from mlx_lm.utils import load_model
+    from tokenizers import Tokenizer
+
+    base, folder = Path(base), Path(folder)
+    _target_folder(folder)
+    staging = _staging(folder)
+    try:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(base / name, staging / name)
+        tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+        model, config = load_model(base)
+        model.set_dtype(mx.float32)
+        docs = [d for d in corpus.documents() if not d.held_out]
+        model, log = train_format(
+            model,
+            corpus.TokenStream(tokenizer, docs),
+            format_tasks.argument_words([d.text for d in docs]),
+            recipe,
+            on_step=on_step,
+            on_checkpoint=on_checkpoint,
+            checkpoint_every=checkpoint_every,
+            fresh_tool_heads=fresh_tool_heads,
+        )
+        stages = config["swapless_builder"]["recipe"].setdefault("tool_stage", [])
+        stages.append(recipe.as_dict())
+        model.set_dtype(SAVED_DTYPE)
+        mx.eval(model.parameters())
+        save_model(staging, model)
+        save_config(config, staging / "config.json")
+        write_training_log(staging / TRAINING_LOG, log)
+        return _publish(staging, folder), log
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def write_training_log(path: Path, log: TrainingLog) -> None:
     """Save the per-step losses (for the loss curve in docs/reference-model.md)."""
     data = {
