@@ -167,32 +167,14 @@ def test_the_reference_model_calls_the_tool_by_itself_and_answers_with_its_word(
     """Nothing forced: the shipped model writes the call, the script allows it."""
     from app.core.modelkit.reference.install import install_reference_model
 
-    model = install_reference_model(tmp_path / "reference")
-    env = {**os.environ, "SWAPLESS_HOME": str(swapless_home), "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "chat",
-            "--model",
-            str(model),
-            "--temp",
-            "0",
-            "--thinking",
-            "off",
-            "--max-tokens",
-            "60",
-            "--mcp",
-            str(config),
-            "--allow-tools",
-            "secret_word",
-        ],
-        input="What is the secret word?\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    result = _chat(
+        install_reference_model(tmp_path / "reference"),
+        swapless_home,
+        "--mcp",
+        str(config),
+        "--allow-tools",
+        "secret_word",
+        stdin="What is the secret word?\n",
     )
     assert result.returncode == 0, result.stderr
     assert "[tool call: tools · secret_word" in result.stderr
