@@ -41,9 +41,13 @@ class ConsentPolicy:
     always: set[str] = field(default_factory=set)
 
     @classmethod
-    def from_settings(cls, trusted: Iterable[str]) -> ConsentPolicy:
-        """A fresh conversation's policy from the trusted list in Settings."""
-        return cls(trusted=frozenset(trusted))
+    def from_settings(
+        cls, trusted: Iterable[str], always: Iterable[str] = ()
+    ) -> ConsentPolicy:
+        """A conversation's policy: the trusted list in Settings, and the tools the
+        user already allowed "always" in it (`always_allowed`, from its stored calls).
+        """
+        return cls(trusted=frozenset(trusted), always=set(always))
 
     def needs_asking(self, server: str, tool: str) -> bool:
         """True when the user must be asked before this call runs."""
@@ -55,3 +59,19 @@ class ConsentPolicy:
         if decision is Decision.ALLOW_ALWAYS:
             self.always.add(tool_key(server, tool))
         return decision is not Decision.DENY
+
+
+def always_allowed(decisions: Iterable[tuple[str, str, str]]) -> set[str]:
+    """The ``server/tool`` keys a conversation's stored calls were allowed "always".
+
+    The answer is stored with every call, so "always for this tool in this
+    conversation" outlives the session without a second record that could disagree.
+
+    Args:
+        decisions: ``(server, tool, decision)`` of each stored call.
+    """
+    return {
+        tool_key(server, tool)
+        for server, tool, decision in decisions
+        if decision == Decision.ALLOW_ALWAYS.value
+    }

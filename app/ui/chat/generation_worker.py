@@ -107,7 +107,9 @@ class GenerationWorker(QObject):
             lambda request: self.consent_requested.emit(self._turn_cid, request),
             self._stopped,
         )
-        self.tools = WindowTools(self.consent)
+        self.tools = WindowTools(
+            self.consent, stored_decisions=self._stored_tool_decisions
+        )
         self._load_requested.connect(self._on_load_requested)
         self._demo_requested.connect(self._on_demo_requested)
         self._send_requested.connect(self._on_send_requested)
@@ -188,6 +190,16 @@ class GenerationWorker(QObject):
     def answer_consent(self, decision) -> None:
         """Answer the tool call waiting for consent (thread-safe; a `Decision`)."""
         self.consent.answer(decision)
+
+    def _stored_tool_decisions(
+        self, conversation_id: int
+    ) -> list[tuple[str, str, str]]:
+        """Each stored call's (server, tool, decision): consent given before."""
+        return [
+            (call.server, call.tool, call.decision)
+            for calls in self.store.tool_calls(conversation_id).values()
+            for call in calls
+        ]
 
     def _stopped(self) -> bool:
         with self._token_lock:

@@ -11,11 +11,11 @@ conversation). Consent is asked by a card in the chat: the worker thread waits i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from app.core.chat.tool_setup import ConsentAsker, ConsentRequest, ToolSetup
 from app.core.mcp.config import load_config
-from app.core.mcp.consent import ConsentPolicy, Decision
+from app.core.mcp.consent import ConsentPolicy, Decision, always_allowed
 from app.core.mcp.host import McpHost
 from app.core.mcp.tool_prefs import ToolPrefs, load_prefs
 from app.core.tools.tool_specs import ToolChoice
@@ -62,6 +62,8 @@ class WindowTools:
         ask: The consent asker every conversation uses (a `ConsentBridge`).
         load_servers: Reads the server file (default: the app home's).
         load_tool_prefs: Reads the tool preferences (default: the app home's).
+        stored_decisions: ``(server, tool, decision)`` of a conversation's stored
+            calls, so an "Always" given before a restart still holds.
     """
 
     def __init__(
@@ -69,8 +71,12 @@ class WindowTools:
         ask: ConsentAsker,
         load_servers: Callable[[], dict] = load_config,
         load_tool_prefs: Callable[[], ToolPrefs] = load_prefs,
+        stored_decisions: Callable[[int], Iterable[tuple[str, str, str]]] = (
+            lambda _cid: ()
+        ),
     ):
         self.ask = ask
+        self._stored_decisions = stored_decisions
         self._load_servers = load_servers
         self._load_prefs = load_tool_prefs
         self._host: McpHost | None = None
@@ -101,7 +107,10 @@ class WindowTools:
             self._host,
             tuple(s for s in enabled if s in self._host.servers),
             ask=self.ask,
-            policy=ConsentPolicy.from_settings(self._prefs.trusted),
+            policy=ConsentPolicy.from_settings(
+                self._prefs.trusted,
+                always_allowed(self._stored_decisions(conversation_id)),
+            ),
             max_calls=self._prefs.max_calls,
         )
         if self.choices is not None:

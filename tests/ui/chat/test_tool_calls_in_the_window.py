@@ -133,3 +133,19 @@ def test_the_reference_model_calls_the_tool_by_itself_and_answers_with_its_word(
     reply = window.store.messages(conversation_id)[-1]
     assert reply.role == "assistant" and "periwinkle" in reply.content
     window.grab().save(str(_shots(tmp_path) / "reference-model-answered.png"))
+
+
+def test_always_still_holds_for_the_conversation_after_a_restart(qtbot, tool_window):
+    """ "Always for this tool in this conversation" is read back from the stored calls."""
+    window = tool_window
+    with qtbot.waitSignal(window.turns.reply_finished, timeout=180_000) as blocker:
+        assert window.turns.send("What is the secret word?")
+        _wait_for_question(qtbot, window).buttons[Decision.ALLOW_ALWAYS].click()
+    conversation_id, _ = blocker.args
+    # What a restart leaves: the servers stopped, no consent held in memory.
+    window.worker.tools.close()
+    setup = window.worker.tools.setup_for(conversation_id)
+    assert setup is not None and not setup.policy.needs_asking("tools", "secret_word")
+    other = window.store.create_conversation("Another chat")
+    fresh = window.worker.tools.setup_for(other)
+    assert fresh is not None and fresh.policy.needs_asking("tools", "secret_word")
