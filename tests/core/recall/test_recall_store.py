@@ -170,6 +170,19 @@ def test_a_statement_outranks_a_shorter_question_with_the_same_words(store):
     assert [r.message_id for r in result.recalled] == ids[:2]
 
 
+def test_a_longer_word_finds_its_other_endings_and_a_short_one_only_itself(store):
+    pairs = [
+        ("I went to two support groups this week.", "That sounds supportive."),
+        ("It was a good day.", "Glad to hear."),
+        ("Tell me about tides.", "Tides follow the moon."),
+    ]
+    conversation, ids = _conversation(store, pairs, trim_until=3)
+    result = recall_for(store, conversation, "the group", 200, words)
+    assert [r.message_id for r in result.recalled] == ids[:2]
+    # "go" is no prefix: it does not find "good".
+    assert recall_for(store, conversation, "go", 200, words).recalled == ()
+
+
 def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
     store,
 ):
