@@ -5,8 +5,9 @@ must be present. Recall asks the opposite question — which earlier messages sh
 new message's rarer words — so the words are OR-ed and BM25 ranks the rows; stopwords
 are left out because they match everything. Every term is quoted, so FTS5 operators,
 quotes and column filters in the message are plain text, never a syntax error. A term
-of `PREFIX_FROM` letters or more is a prefix query ("group" also finds "groups",
-"support" "supportive"): the store's tokenizer does not stem, and on LoCoMo this
+of four letters or more is a prefix query ("group" also finds "groups", "support"
+"supportive"; `app.core.store.search.terms_match`): the store's tokenizer does not
+stem, and on LoCoMo this
 put every evidence turn in view for 44 % of the questions at 2K against 43 % with
 exact words (docs/measured.md).
 """
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 import re
 
+from app.core.store.search import terms_match
+
 # FTS5's unicode61 tokenizer indexes runs of letters and digits.
 _TERM = re.compile(r"[^\W_]+")
 MAX_TERMS = 32
-# Shorter words would match too much as prefixes ("go" finds "good", "gone", "got").
-PREFIX_FROM = 4
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are as at be because been
 before being below between both but by can could did do does doing down during
@@ -62,9 +63,6 @@ def recall_query(text: str) -> str:
 def terms_query(terms: list[str]) -> str:
     """The FTS5 OR query of ``terms``, each quoted (empty for no terms).
 
-    A term of `PREFIX_FROM` characters or more matches as a prefix (``"group"*``).
+    A term of four characters or more matches as a prefix (``"group"*``).
     """
-    return " OR ".join(
-        '"' + term.replace('"', '""') + '"' + ("*" if len(term) >= PREFIX_FROM else "")
-        for term in terms
-    )
+    return " OR ".join(terms_match(term) for term in terms)

@@ -39,7 +39,8 @@ def test_a_large_index_leaves_words_most_messages_have_out_and_ranks_the_same():
         80, "user", "The river report: my boat Kestrelwing, pier 9."
     )
     index = MessageIndex(messages)
-    assert index.informative_terms(["river", "kestrelwing", "unseen"]) == [
+    # "rive" is a prefix query, and as one it matches every "river": left out too.
+    assert index.informative_terms(["river", "rive", "kestrelwing", "unseen"]) == [
         "kestrelwing",
         "unseen",
     ]
