@@ -15,6 +15,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.core.store.search import terms_match
+
 # As the store does (`Store.informative_terms`): below this, queries are fast.
 PRUNE_FROM_MESSAGES = 500
 
@@ -78,22 +80,23 @@ class MessageIndex:
             "INSERT INTO history(rowid, content) VALUES (?, ?)",
             [(m.id, m.content) for m in usable],
         )
-        self._db.execute(
-            "CREATE VIRTUAL TABLE temp.vocabulary USING fts5vocab(main, history, 'row')"
-        )
 
     def informative_terms(self, terms: list[str]) -> list[str]:
-        """``terms`` without those BM25 gives no weight (as `Store.informative_terms`)."""
+        """``terms`` without those BM25 gives no weight (as `Store.informative_terms`).
+
+        Counted as the query matches them (a long word as a prefix: `terms_match`).
+        """
         if self.size < PRUNE_FROM_MESSAGES or not terms:
             return terms
         with self._lock:
             counts = {
                 term: self._db.execute(
-                    "SELECT doc FROM temp.vocabulary WHERE term = ?", [term]
-                ).fetchone()
+                    "SELECT count(*) FROM history WHERE history MATCH ?",
+                    [terms_match(term)],
+                ).fetchone()[0]
                 for term in terms
             }
-        return [t for t in terms if counts[t] is None or 2 * counts[t][0] < self.size]
+        return [t for t in terms if 2 * counts[t] < self.size]
 
     def search(
         self, query: str, limit: int

@@ -23,6 +23,9 @@ _SNIPPET_TOKENS = 12
 _HAS_TOKEN = re.compile(r"[^\W_]")
 # Below this many messages every recall query is fast; terms are not pruned.
 PRUNE_FROM_MESSAGES = 500
+# Recall's words this long or longer match as prefixes (`terms_match`); shorter ones
+# would match too much ("go" finds "good", "gone", "got").
+PREFIX_FROM = 4
 
 
 def fts_query(text: str) -> str:
@@ -213,8 +216,15 @@ def _too_common(
 
 
 def terms_match(term: str) -> str:
-    """The FTS5 query of one lowercased word, quoted (as recall's OR query has it)."""
-    return '"' + term.replace('"', '""') + '"'
+    """The FTS5 query of one lowercased word, quoted, as recall's OR query has it.
+
+    A word of `PREFIX_FROM` characters or more is a prefix ("group" also matches
+    "groups"): the tokenizer does not stem. Counted as the query matches, so a
+    prefix whose longer words fill the conversation ("rive": "river") is left out
+    like a common word, not scored in every row.
+    """
+    quoted = '"' + term.replace('"', '""') + '"'
+    return quoted + "*" if len(term) >= PREFIX_FROM else quoted
 
 
 def _id_range(db: Database, conversation_id: int) -> tuple[int, int, int]:

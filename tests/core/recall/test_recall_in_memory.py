@@ -30,7 +30,7 @@ def test_the_pair_with_the_rare_word_comes_back_whole_and_current():
     # The newer statement supersedes the older one: only its pair comes back.
     assert [r.message_id for r in result.recalled] == [12, 13]
     assert recall_among(index, "?", 200, words).recalled == ()
-    assert recall_among(index, '"NEAR( OR *', 200, words).query == '"near"'
+    assert recall_among(index, '"NEAR( OR *', 200, words).query == '"near"*'
 
 
 def test_a_large_index_leaves_words_most_messages_have_out_and_ranks_the_same():
@@ -39,7 +39,8 @@ def test_a_large_index_leaves_words_most_messages_have_out_and_ranks_the_same():
         80, "user", "The river report: my boat Kestrelwing, pier 9."
     )
     index = MessageIndex(messages)
-    assert index.informative_terms(["river", "kestrelwing", "unseen"]) == [
+    # "rive" is a prefix query, and as one it matches every "river": left out too.
+    assert index.informative_terms(["river", "rive", "kestrelwing", "unseen"]) == [
         "kestrelwing",
         "unseen",
     ]

@@ -6,7 +6,14 @@ from app.core.recall.query import MAX_TERMS, recall_query, recall_terms
 
 
 def test_stopwords_go_and_the_rest_is_or_ed():
-    assert recall_query("What is my locker number?") == '"locker" OR "number"'
+    assert recall_query("What is my locker number?") == '"locker"* OR "number"*'
+
+
+def test_words_of_four_letters_or_more_are_prefixes_and_shorter_ones_exact():
+    assert (
+        recall_query("the LGBTQ group, go on, art")
+        == '"lgbtq"* OR "group"* OR "go" OR "art"'
+    )
 
 
 def test_a_question_without_content_words_gives_no_query():
@@ -16,7 +23,9 @@ def test_a_question_without_content_words_gives_no_query():
 
 def test_operators_and_quotes_are_plain_words():
     query = recall_query('NEAR(a b) "quoted" OR title:x AND -minus *star')
-    assert query == '"near" OR "b" OR "quoted" OR "title" OR "x" OR "minus" OR "star"'
+    assert query == (
+        '"near"* OR "b" OR "quoted"* OR "title"* OR "x" OR "minus"* OR "star"*'
+    )
 
 
 def test_terms_are_distinct_lowercase_and_bounded():

@@ -170,6 +170,19 @@ def test_a_statement_outranks_a_shorter_question_with_the_same_words(store):
     assert [r.message_id for r in result.recalled] == ids[:2]
 
 
+def test_a_longer_word_finds_its_other_endings_and_a_short_one_only_itself(store):
+    pairs = [
+        ("I went to two support groups this week.", "That sounds supportive."),
+        ("It was a good day.", "Glad to hear."),
+        ("Tell me about tides.", "Tides follow the moon."),
+    ]
+    conversation, ids = _conversation(store, pairs, trim_until=3)
+    result = recall_for(store, conversation, "the group", 200, words)
+    assert [r.message_id for r in result.recalled] == ids[:2]
+    # "go" is no prefix: it does not find "good".
+    assert recall_for(store, conversation, "go", 200, words).recalled == ()
+
+
 def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
     store,
 ):
@@ -182,7 +195,8 @@ def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
     ]
     pairs[40] = ("The river report: my boat Kestrelwing is moored at pier 9.", "Ok.")
     conversation, ids = _conversation(store, pairs, trim_until=len(pairs) - 2)
-    terms = ["river", "report", "kestrelwing", "unseenword"]
+    # "repo" is a prefix query, and as one it matches every "report": left out too.
+    terms = ["river", "report", "repo", "kestrelwing", "unseenword"]
     assert store.informative_terms(terms, conversation) == ["kestrelwing", "unseenword"]
     question = "Which river report mentioned Kestrelwing?"
     unpruned = store.search_trimmed(conversation, recall_query(question), 1)
