@@ -299,26 +299,10 @@ def test_a_conversation_with_calls_trims_and_keeps_calls_with_their_replies(
 def test_a_server_over_streamable_http_serves_the_loop(
     tool_engine, store, tool_choices
 ):
-    import socket
-    import subprocess
-    import time
+    from tests.core.mcp.loopback import tools_over_http
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        web = ServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp")
+    with tools_over_http() as url:
+        web = ServerConfig(name="web", url=url)
         with McpHost({"web": web}, start_timeout_s=60, call_timeout_s=30) as h:
             first, later = tool_choices("secret_word")
             setup = ToolSetup(
@@ -329,8 +313,5 @@ def test_a_server_over_streamable_http_serves_the_loop(
                 later_choice=later,
             )
             events = run(start(tool_engine, store, setup), "Secret, over HTTP?")
-        call = next(e.call for e in events if isinstance(e, ToolRunFinished))
-        assert call.server == "web" and "periwinkle" in call.result
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    call = next(e.call for e in events if isinstance(e, ToolRunFinished))
+    assert call.server == "web" and "periwinkle" in call.result

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ import pytest
 
 from app.core.mcp.config import ServerConfig
 from app.core.mcp.host import McpHost
+from tests.core.mcp.loopback import tools_over_http
 
 SERVER = Path(__file__).with_name("tool_server.py")
 
@@ -158,32 +158,11 @@ def test_servers_stop_when_the_swapless_process_is_killed(tmp_path):
             proc.kill()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_tools_over_streamable_http_on_loopback():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        config = ServerConfig(name="web", url=f"http://127.0.0.1:{port}/mcp")
+    with tools_over_http() as url:
+        config = ServerConfig(name="web", url=url)
         with McpHost({"web": config}, start_timeout_s=30, call_timeout_s=20) as h:
             names = {t.spec.name for t in h.list_tools("web")}
             assert "secret_word" in names
             outcome = h.call("web", "secret_word", {}, call_id="c")
             assert "periwinkle" in outcome.result.content
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
