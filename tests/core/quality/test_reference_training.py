@@ -231,3 +231,26 @@ def test_tool_heads_train_only_their_own_query_and_output():
         ):
             assert np.array_equal(before[name], after[name]), name
     mx.clear_cache()
+
+
+def test_a_tool_stage_continues_a_folder_and_records_itself(tmp_path):
+    import json
+
+    from app.core.modelkit.reference.install import (
+        committed_folder,
+        continue_format_from,
+    )
+
+    before = json.loads((committed_folder() / "config.json").read_text())
+    recipe = training.FormatRecipe(steps=1, batch=1, length=384, warmup_steps=1)
+    out, log = continue_format_from(committed_folder(), tmp_path / "more", recipe)
+    after = json.loads((out / "config.json").read_text())
+    builder, was = after["swapless_builder"], before["swapless_builder"]
+    assert builder["recipe"]["tool_stage"][-1]["steps"] == 1
+    assert len(builder["recipe"]["tool_stage"]) == len(was["recipe"]["tool_stage"]) + 1
+    assert builder["training_tokens"] == was["training_tokens"] + 384
+    assert (out / "tokenizer.json").read_bytes() == (
+        committed_folder() / "tokenizer.json"
+    ).read_bytes()
+    assert len(log.steps) == 1
+    mx.clear_cache()

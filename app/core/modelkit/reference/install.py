@@ -202,6 +202,11 @@ def _save(
         "training_seconds": round(log.seconds, 1),
         "recipe": recipe_dict,
     }
+    _write_model(staging, model, config, log)
+
+
+def _write_model(staging: Path, model, config: dict, log: TrainingLog) -> None:
+    """Weights (float16), config and step log into ``staging``."""
     model.set_dtype(SAVED_DTYPE)
     mx.eval(model.parameters())
     save_model(staging, model)
@@ -287,13 +292,13 @@ def continue_format_from(
             checkpoint_every=checkpoint_every,
             fresh_tool_heads=fresh_tool_heads,
         )
-        stages = config["swapless_builder"]["recipe"].setdefault("tool_stage", [])
-        stages.append(recipe.as_dict())
-        model.set_dtype(SAVED_DTYPE)
-        mx.eval(model.parameters())
-        save_model(staging, model)
-        save_config(config, staging / "config.json")
-        write_training_log(staging / TRAINING_LOG, log)
+        builder = config["swapless_builder"]
+        builder["recipe"].setdefault("tool_stage", []).append(recipe.as_dict())
+        builder["training_tokens"] += log.steps[-1].tokens if log.steps else 0
+        builder["training_seconds"] = round(
+            builder["training_seconds"] + log.seconds, 1
+        )
+        _write_model(staging, model, config, log)
         return _publish(staging, folder), log
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
