@@ -10,18 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from app.core.quality.probes import ProbeSizes
-
-SMALL = ProbeSizes(
-    name="test",
-    text_tokens=48,
-    pass_key_distances=(32,),
-    pass_keys_per_distance=1,
-    trim_cases=1,
-    dropped_tokens=48,
-    kept_tokens=32,
-)
-CHECK_TIMEOUT_MS = 120_000
+from tests.ui.models.test_quality_ui import CHECK_TIMEOUT_MS, SMALL
 
 
 def _geometry(dialog) -> dict[str, tuple[int, int, int, int]]:
