@@ -65,35 +65,35 @@ def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
+def _tint(
+    palette: QPalette | None,
+    over: QPalette.ColorRole,
+    toward: QPalette.ColorRole,
+    light: float,
+    dark: float,
+) -> str:
+    """``over`` with a share of ``toward`` blended in (a larger share when dark)."""
+    palette = palette or QApplication.palette()
+    share = dark if _is_dark(palette) else light
+    return mix(palette.color(over), palette.color(toward), share).name()
+
+
 def user_bubble_colour(palette: QPalette | None = None) -> str:
     """The tint behind the user's messages: the accent blended into the chat's background."""
-    palette = palette or QApplication.palette()
-    share = 0.22 if _is_dark(palette) else 0.10
-    base = palette.color(QPalette.ColorRole.Base)
-    accent = palette.color(QPalette.ColorRole.Highlight)
-    return mix(base, accent, share).name()
+    role = QPalette.ColorRole
+    return _tint(palette, role.Base, role.Highlight, light=0.10, dark=0.22)
 
 
 def hover_colour(palette: QPalette | None = None) -> str:
     """The background of a flat button or list row under the mouse."""
-    palette = palette or QApplication.palette()
-    share = 0.10 if _is_dark(palette) else 0.06
-    return mix(
-        palette.color(QPalette.ColorRole.Window),
-        palette.color(QPalette.ColorRole.WindowText),
-        share,
-    ).name()
+    role = QPalette.ColorRole
+    return _tint(palette, role.Window, role.WindowText, light=0.06, dark=0.10)
 
 
 def selected_row_colour(palette: QPalette | None = None) -> str:
     """The background of the chosen conversation: the accent, lightly."""
-    palette = palette or QApplication.palette()
-    share = 0.30 if _is_dark(palette) else 0.16
-    return mix(
-        palette.color(QPalette.ColorRole.Window),
-        palette.color(QPalette.ColorRole.Highlight),
-        share,
-    ).name()
+    role = QPalette.ColorRole
+    return _tint(palette, role.Window, role.Highlight, light=0.16, dark=0.30)
 
 
 def application_style_sheet(palette: QPalette | None = None) -> str:
