@@ -211,10 +211,18 @@ def reply_weights(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
     """
     spans = [match.span(1) for match in _REPLY.finditer(text)]
     weights = np.full(len(offsets), PROMPT_WEIGHT, np.float32)
-    for index, (begin, _) in enumerate(offsets):
-        if any(low <= begin < high for low, high in spans):
-            weights[index] = 1.0
+    weights[_starts_in(offsets, spans)] = 1.0
     return weights
+
+
+def _starts_in(
+    offsets: list[tuple[int, int]], spans: list[tuple[int, int]]
+) -> np.ndarray:
+    """Which tokens (by their character offsets) start inside one of ``spans``."""
+    return np.array(
+        [any(low <= begin < high for low, high in spans) for begin, _ in offsets],
+        dtype=bool,
+    )
 
 
 def emphasize(
@@ -241,9 +249,7 @@ def emphasize(
         for match in re.finditer(re.escape(target), text)
     ]
     raised = weights.copy()
-    for index, (begin, _) in enumerate(offsets):
-        if raised[index] == 1.0 and any(low <= begin < high for low, high in spans):
-            raised[index] = emphasis
+    raised[(weights == 1.0) & _starts_in(offsets, spans)] = emphasis
     return raised
 
 
