@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.tools.call_stream import CONSTRAINED_FORMATS
 from app.core.tools.tool_specs import ToolChoice
 from app.core.tools.turn_tools import TurnTools
 from app.server.errors import RequestError
@@ -26,7 +27,8 @@ def turn_tools_of(request: Any, engine: Any) -> TurnTools | None:
     """The request's `TurnTools`, or None for plain chat.
 
     Raises:
-        RequestError: A forced call on a model whose call format is not JSON.
+        RequestError: A forced call on a model whose call format no grammar here
+            constrains.
     """
     schema = getattr(request, "response_schema", None)
     json_object = getattr(request, "json_object", False)
@@ -41,11 +43,12 @@ def turn_tools_of(request: Any, engine: Any) -> TurnTools | None:
     )
     if turn.parses_calls and turn.choice.forces_call:
         call_format = engine.tool_call_format()
-        if not call_format.json_body:
+        if not call_format.constrained:
             raise RequestError(
                 f"'tool_choice' {turn.choice.mode!r} is enforced only for models "
-                "that write calls as JSON between markers (mlx-lm's json_tools "
-                f"format); this model writes {call_format.name!r} calls. Use 'auto'.",
+                "that write calls in one of mlx-lm's formats "
+                f"{', '.join(CONSTRAINED_FORMATS)}; this model writes "
+                f"{call_format.name!r} calls. Use 'auto'.",
                 code="tool_choice_not_supported",
                 param="tool_choice",
             )

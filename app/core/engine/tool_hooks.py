@@ -28,15 +28,14 @@ import numpy as np
 from app.core.engine.events import GenerationEvent
 from app.core.engine.lazy_call import LazyCallProcessor, MarkerBan
 from app.core.reasoning.markers import NO_REASONING, ReasoningFormat
-from app.core.tools.call_stream import CallStream
+from app.core.tools.call_stream import CONSTRAINED_FORMATS, CallStream
 from app.core.tools.grammar import (
     HarmonyMarkers,
     harmony_call_grammar,
     json_object_grammar,
     json_schema_grammar,
-    lazy_call_grammar,
-    tool_call_grammar,
 )
+from app.core.tools.markup_grammars import forced_call_grammar, lazy_markup_grammar
 from app.core.tools.model_format import call_format_or_generic, marker
 from app.core.tools.tool_specs import ToolInputError
 from app.core.tools.turn_tools import TurnTools
@@ -108,24 +107,27 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     """The grammar a turn is constrained by, or None.
 
     Raises:
-        ToolInputError: A forced call on a model whose call format is not JSON.
+        ToolInputError: A forced call on a model whose call format no grammar here
+            constrains.
     """
     if turn.parses_calls and turn.choice.forces_call:
         fmt = call_format_or_generic(tokenizer)
-        if not fmt.json_body:
-            raise ToolInputError(
-                f"'tool_choice' {turn.choice.mode!r} is enforced only for models that "
-                f"write calls as JSON (json_tools); this model's format is "
-                f"{fmt.name!r}. Use 'auto'.",
-                "tool_choice",
-            )
-        return tool_call_grammar(
+        grammar = forced_call_grammar(
+            fmt.name,
             turn.tools,
             turn.choice,
             start=marker(tokenizer, fmt.start),
             end=marker(tokenizer, fmt.end),
             parallel=turn.parallel,
         )
+        if grammar is None:
+            raise ToolInputError(
+                f"'tool_choice' {turn.choice.mode!r} is enforced only for models that "
+                f"write calls in one of the formats {', '.join(CONSTRAINED_FORMATS)}; "
+                f"this model's format is {fmt.name!r}. Use 'auto'.",
+                "tool_choice",
+            )
+        return grammar
     if turn.response_schema is not None:
         return json_schema_grammar(turn.response_schema)
     if turn.json_object:
@@ -135,11 +137,11 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
 
 def lazy_grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     """The grammar of a call after its start marker under ``auto``, or None when the
-    model's call format has none here (formats other than JSON between markers and
+    model's call format has none here (formats other than `CONSTRAINED_FORMATS` and
     harmony stay free; the call splitter still reads them)."""
     fmt = call_format_or_generic(tokenizer)
-    if fmt.json_body:
-        return lazy_call_grammar(turn.tools, end=marker(tokenizer, fmt.end))
+    if fmt.constrained:
+        return lazy_markup_grammar(fmt.name, turn.tools, end=marker(tokenizer, fmt.end))
     if fmt.name == "harmony":
         constrain = marker(tokenizer, "<|constrain|>")
         markers = HarmonyMarkers(

@@ -33,6 +33,9 @@ from app.core.turn.parts import (
 # mlx-lm's ``parse_tool_call(text, tools)``: a dict (or list of dicts) with ``name``
 # and ``arguments``; raises ValueError (json.JSONDecodeError included) on bad text.
 Parser = Callable[[str, Any], Any]
+# The formats whose calls a grammar constrains (JSON between markers, and the XML and
+# pythonic markup of `markup_grammars`); any other format's calls are parsed only.
+CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "pythonic")
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,10 @@ class CallFormat:
     parse: Parser
 
     @property
-    def json_body(self) -> bool:
-        """True when the text between the markers is one JSON object (name and
-        arguments), so a grammar can constrain it."""
-        return self.name == "json_tools"
+    def constrained(self) -> bool:
+        """True when a grammar can constrain the text between the markers
+        (`app.core.tools.markup_grammars`), so a call can be forced."""
+        return self.name in CONSTRAINED_FORMATS
 
 
 @dataclass(frozen=True)

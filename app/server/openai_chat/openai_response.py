@@ -55,8 +55,9 @@ def message(event: Finished) -> dict:
     """
     body: dict = {"role": "assistant", "content": event.text}
     if event.tool_calls:
-        # OpenAI sends null content with calls and no text.
-        body["content"] = event.text or None
+        # OpenAI sends null content with calls and no text (the line breaks a
+        # template writes between parallel calls are not text).
+        body["content"] = event.text if event.text.strip() else None
         body["tool_calls"] = [
             {
                 "id": call.id,

@@ -52,8 +52,18 @@ TOOL_TEMPLATE = (
 MARKERS = ("<tool_call>", "</tool_call>")
 
 
-def make_tool_model(folder: Path) -> Path:
-    """Build the tiny qwen2 model into ``folder`` and give it tool calling."""
+def make_tool_model(
+    folder: Path,
+    template: str = TOOL_TEMPLATE,
+    markers: tuple[str, str] = MARKERS,
+) -> Path:
+    """Build the tiny qwen2 model into ``folder`` and give it tool calling.
+
+    Args:
+        folder: Where the model goes.
+        template: Its chat template (default: the Qwen3-style one above).
+        markers: The call's start and end markers, made special tokens.
+    """
     from app.core.modelkit.model_builder import build_model
 
     build_model(folder, shape="tiny", bits=16, seed=0, arch="qwen2")
@@ -69,7 +79,7 @@ def make_tool_model(folder: Path) -> Path:
     # The merges that made the freed tokens are the last two (BPE assigns ids in
     # merge order); without them no text encodes to the freed ids.
     model["merges"] = merges[:-2]
-    for token_id, text in zip(freed, MARKERS, strict=True):
+    for token_id, text in zip(freed, markers, strict=True):
         data["added_tokens"].append(
             {
                 "id": token_id,
@@ -84,6 +94,6 @@ def make_tool_model(folder: Path) -> Path:
     path.write_text(json.dumps(data), encoding="utf-8")
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["chat_template"] = TOOL_TEMPLATE
+    config["chat_template"] = template
     config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return folder

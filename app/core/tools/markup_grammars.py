@@ -1,0 +1,227 @@
+"""Grammars for calls written as markup rather than one JSON object.
+
+Two of mlx-lm's call formats write a call's arguments one by one instead of as a JSON
+object, so `grammar.tool_call_grammar` cannot constrain them:
+
+- ``qwen3_coder`` (Qwen3-Coder, Qwen3.5 and their kin): ``<function=NAME>`` then, per
+  argument, ``<parameter=KEY>`` newline, the value, newline ``</parameter>``, each line
+  ended, then ``</function>``; the whole between ``<tool_call>`` newline and newline
+  ``</tool_call>``. A string is written raw; anything else as its JSON text (mlx-lm's
+  parser reads the value back by the parameter's schema type).
+- ``pythonic`` (LFM2 and LFM2.5): ``[NAME(KEY=VALUE, …), …]`` between the start and end
+  markers. Values are written as JSON, which Python's literal syntax reads the same way
+  (mlx-lm's parser maps ``true``/``false``/``null``).
+
+The grammars below are llguidance Lark grammars built from the offered tools' schemas:
+the function's name is one of the allowed names, every required argument is present in
+the schema's order (optional ones may be left out), no argument outside the schema, and
+every non-string value valid against its own schema (llguidance's JSON grammar). A raw
+string in the XML format is any text without ``</parameter>`` (the parser reads up to
+the first one) within the schema's lengths, or one of its ``enum``/``const`` values; a
+``pattern`` or ``format`` is not enforced there (it is in the pythonic format, where a
+string is JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import llguidance
+
+from app.core.tools.grammar import (
+    COMPACT,
+    MAX_PARALLEL_CALLS,
+    Marker,
+    lazy_call_grammar,
+    tool_call_grammar,
+)
+from app.core.tools.tool_specs import ToolChoice
+from app.core.turn.parts import ToolSpec
+
+_STRING_TYPES = {"string"}
+
+
+def forced_call_grammar(
+    format_name: str,
+    tools: Sequence[ToolSpec],
+    choice: ToolChoice,
+    *,
+    start: Marker,
+    end: Marker,
+    parallel: bool,
+) -> str | None:
+    """The grammar of a reply made of calls in the model's own format, or None when
+    the format is not one Swapless can constrain."""
+    allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
+    if format_name == "json_tools":
+        return tool_call_grammar(tools, choice, start=start, end=end, parallel=parallel)
+    if format_name == "qwen3_coder":
+        repeat = f'("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+        rules = [
+            f"start: call {repeat}",
+            f'call: {start.lark()} "\\n<function=" function "</function>\\n" '
+            f"{end.lark()}",
+            *_xml_function_rules(allowed),
+        ]
+        return _compile(rules)
+    if format_name == "pythonic":
+        repeat = f'(", " call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+        rules = [
+            f'start: {start.lark()} "[" call {repeat} "]" {end.lark()}',
+            *_pythonic_call_rules(allowed),
+        ]
+        return _compile(rules)
+    return None
+
+
+def lazy_markup_grammar(
+    format_name: str, tools: Sequence[ToolSpec], *, end: Marker
+) -> str | None:
+    """The grammar of what follows a call's start marker under ``auto`` (the model
+    wrote the marker itself), or None when the format is not constrained."""
+    if format_name == "json_tools":
+        return lazy_call_grammar(tools, end=end)
+    if format_name == "qwen3_coder":
+        rules = [
+            f'start: "\\n<function=" function "</function>\\n" {end.lark()}',
+            *_xml_function_rules(tools),
+        ]
+        return _compile(rules)
+    if format_name == "pythonic":
+        repeat = f'(", " call){{0,{MAX_PARALLEL_CALLS - 1}}}'
+        rules = [f'start: "[" call {repeat} "]" {end.lark()}']
+        rules += _pythonic_call_rules(tools)
+        return _compile(rules)
+    return None
+
+
+def _compile(rules: list[str]) -> str:
+    return llguidance.LLMatcher.grammar_from_lark("\n".join(rules) + "\n")
+
+
+def _properties(tool: ToolSpec) -> list[tuple[str, dict[str, Any], bool]]:
+    """The tool's arguments in schema order: name, schema, required."""
+    schema = tool.parameters or {}
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    return [
+        (name, prop if isinstance(prop, dict) else {}, name in required)
+        for name, prop in properties.items()
+    ]
+
+
+def _arguments(parts: list[str], required: list[bool]) -> str:
+    """Arguments in order, the optional ones optional."""
+    return " ".join(
+        p if needed else f"({p})?" for p, needed in zip(parts, required, strict=True)
+    )
+
+
+def _xml_function_rules(tools: Sequence[ToolSpec]) -> list[str]:
+    options, rules = [], []
+    for i, tool in enumerate(tools):
+        props = _properties(tool)
+        parts = []
+        for j, (name, prop, _) in enumerate(props):
+            value, terminal = _xml_value(prop, f"VALUE_{i}_{j}")
+            rules.append(
+                f"arg_{i}_{j}: {json.dumps(f'<parameter={name}>' + chr(10))} {value}"
+            )
+            rules += terminal
+            parts.append(f"arg_{i}_{j}")
+        body = _arguments(parts, [needed for _, _, needed in props])
+        rules.append(f"function_{i}: {json.dumps(tool.name + '>' + chr(10))} {body}")
+        options.append(f"function_{i}")
+    rules.insert(0, "function: " + " | ".join(options))
+    return rules
+
+
+def _xml_value(prop: dict[str, Any], terminal: str) -> tuple[str, list[str]]:
+    """One XML argument's value and its closing tag, as a Lark expression, and the
+    terminal it needs (a raw string's, named ``terminal``)."""
+    close = json.dumps("\n</parameter>\n")
+    literals = _string_literals(prop)
+    if literals is not None:
+        return "(" + " | ".join(json.dumps(s) for s in literals) + f") {close}", []
+    types = prop.get("type")
+    kinds = set(types) if isinstance(types, list) else {types}
+    if kinds & _STRING_TYPES or (types is None and not _json_only(prop)):
+        return terminal, [f"{terminal}: {_raw_value(prop)}"]
+    if kinds == {"boolean"}:
+        return f'("true" | "false") {close}', []
+    return f"%json {json.dumps({**prop, 'x-guidance': COMPACT})} {close}", []
+
+
+def _raw_value(prop: dict[str, Any]) -> str:
+    """A raw string value with its closing tag: text up to the first
+    ``</parameter>`` (a greedy lexeme that cannot extend past the closing tag, so
+    the value holds none), of the schema's ``minLength``/``maxLength`` characters."""
+    low = prop.get("minLength")
+    high = prop.get("maxLength")
+    low = low if isinstance(low, int) and low >= 0 else 0
+    span = (
+        f"{{{low},{high}}}" if isinstance(high, int) and high >= low else f"{{{low},}}"
+    )
+    length = "*" if span == "{0,}" else span
+    return (
+        rf"/(?s:.{length})\n<\/parameter>\n/ & "
+        r"~/(?s:.*<\/parameter>.*<\/parameter>.*)/"
+    )
+
+
+def _string_literals(prop: dict[str, Any]) -> list[str] | None:
+    """The values of a string ``enum``/``const``, written raw, or None."""
+    values = prop.get("enum") if "enum" in prop else None
+    if "const" in prop:
+        values = [prop["const"]]
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    return [str(v) for v in values]
+
+
+def _json_only(prop: dict[str, Any]) -> bool:
+    """True when an untyped schema still describes JSON structure (an object's
+    properties, array items, alternatives), so its value is written as JSON."""
+    return any(k in prop for k in ("properties", "items", "anyOf", "oneOf", "allOf"))
+
+
+def _pythonic_call_rules(tools: Sequence[ToolSpec]) -> list[str]:
+    options, rules = [], []
+    for i, tool in enumerate(tools):
+        props = _properties(tool)
+        parts = []
+        for j, (name, prop, _) in enumerate(props):
+            value = {**prop, "x-guidance": COMPACT}
+            rules.append(f"value_{i}_{j}: %json {json.dumps(value)}")
+            parts.append(f'"{name}=" value_{i}_{j}')
+        rules.append(
+            f"call_{i}: {json.dumps(tool.name + '(')} "
+            f'{_pythonic_arguments(parts, [n for _, _, n in props])} ")"'
+        )
+        options.append(f"call_{i}")
+    rules.insert(0, "call: " + " | ".join(options))
+    return rules
+
+
+def _pythonic_arguments(parts: list[str], required: list[bool]) -> str:
+    """Keyword arguments separated by ``, ``, the optional ones optional: a separator
+    is written only between two arguments that are present."""
+
+    def tail(k: int) -> str:  # at least one argument is written before k
+        if k == len(parts):
+            return ""
+        piece = f'", " {parts[k]}'
+        return f"{piece if required[k] else f'({piece})?'} {tail(k + 1)}".strip()
+
+    def head(k: int) -> str:  # nothing is written yet
+        if k == len(parts):
+            return ""
+        first = f"{parts[k]} {tail(k + 1)}".strip()
+        if required[k]:
+            return first
+        rest = head(k + 1)
+        return f"({first} | {rest})" if rest else f"({first})?"
+
+    return head(0)

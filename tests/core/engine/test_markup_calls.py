@@ -1,0 +1,100 @@
+"""Forced and lazy calls in the two markup formats, through the real engine.
+
+Two tiny random-weight models carry published chat templates (tests/data/templates):
+Qwen3-Coder's, whose calls are XML parameters (mlx-lm's ``qwen3_coder`` parser), and
+LFM2.5's, whose calls are a Python list of calls (``pythonic``). mlx-lm infers the
+format from the template; the call markers are special tokens as in the real
+vocabularies. Whatever the random weights sample, a forced call must be written in the
+model's own format, be read back by mlx-lm's own parser, and validate against the
+tool's schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from app.core.engine.engine import Engine
+from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.tools.tool_specs import ToolChoice, parse_tools
+from app.core.tools.turn_tools import TurnTools
+from app.core.turn.parts import ToolCallFinished
+from tests.core.tools.tool_model import make_tool_model
+
+TEMPLATES = Path(__file__).parents[2] / "data" / "templates"
+FORMATS = {
+    "qwen3_coder": ("qwen3-coder.jinja", ("<tool_call>", "</tool_call>")),
+    "pythonic": ("lfm2.5.jinja", ("<|tool_call_start|>", "<|tool_call_end|>")),
+}
+BOOK = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 10},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 9},
+        "breakfast": {"type": "boolean"},
+        "room": {"enum": ["single", "double"]},
+        "notes": {"type": "string", "maxLength": 6},
+    },
+    "required": ["city", "nights", "room"],
+    "additionalProperties": False,
+}
+TOOLS = parse_tools(
+    [
+        {"type": "function", "function": {"name": "book_hotel", "parameters": BOOK}},
+        {"type": "function", "function": {"name": "ping"}},
+    ]
+)
+MESSAGES = [{"role": "user", "content": "Book me a room in Porto."}]
+
+
+@pytest.fixture(scope="module", params=sorted(FORMATS))
+def markup_engine(request, tmp_path_factory):
+    template_file, markers = FORMATS[request.param]
+    template = (TEMPLATES / template_file).read_text(encoding="utf-8")
+    folder = tmp_path_factory.mktemp("models") / request.param
+    engine = Engine()
+    engine.load(make_tool_model(folder, template, markers))
+    yield request.param, engine
+    engine.shutdown()
+
+
+def calls_of(engine, key, turn, seed, max_tokens=160):
+    sampling = SamplingSettings(
+        temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=seed
+    )
+    items = list(engine.chat(key, MESSAGES, KVSettings(), sampling, tools=turn))
+    text = "".join(e.text for e in items if type(e).__name__ == "GenerationEvent")
+    return [e.call for e in items if isinstance(e, ToolCallFinished)], text, items
+
+
+def test_mlx_lm_names_the_markup_format(markup_engine):
+    name, engine = markup_engine
+    assert engine.tool_call_format().name == name
+    assert engine.tool_call_format().constrained
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_named_markup_call_parses_and_validates_whatever_the_weights(
+    markup_engine, seed
+):
+    name, engine = markup_engine
+    turn = TurnTools(TOOLS, ToolChoice("named", "book_hotel"), parallel=False)
+    calls, text, items = calls_of(engine, f"{name}-named-{seed}", turn, seed)
+    assert [c.name for c in calls] == ["book_hotel"], text
+    jsonschema.validate(calls[0].arguments_dict(), BOOK)
+    assert text == ""  # the markup went out as a call, not as answer text
+    assert items[-1].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_required_markup_call_picks_an_offered_tool(markup_engine, seed):
+    name, engine = markup_engine
+    turn = TurnTools(TOOLS, ToolChoice("required"), parallel=True)
+    calls, text, _ = calls_of(engine, f"{name}-req-{seed}", turn, seed, 300)
+    assert calls, text
+    assert text.strip() == ""  # at most the line breaks between calls
+    for call in calls:
+        schema = {t.name: t.parameters for t in TOOLS}[call.name]
+        jsonschema.validate(call.arguments_dict(), schema or {"type": "object"})

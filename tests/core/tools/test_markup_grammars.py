@@ -1,0 +1,144 @@
+"""The grammars of calls written as markup (`markup_grammars`), checked token by token
+with llguidance itself on the tiny model's tokenizer (call markers as special tokens,
+as in the real vocabularies)."""
+
+from __future__ import annotations
+
+import llguidance
+import pytest
+
+from app.core.tools.grammar import Marker
+from app.core.tools.markup_grammars import forced_call_grammar, lazy_markup_grammar
+from app.core.tools.tool_specs import ToolChoice, parse_tools
+
+TOOLS = parse_tools(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "book",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "city": {"type": "string", "minLength": 2, "maxLength": 9},
+                        "room": {"enum": ["single", "double"]},
+                        "nights": {"type": "integer", "minimum": 1},
+                        "late": {"type": "boolean"},
+                        "extras": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "required": ["city", "nights"],
+                },
+            },
+        },
+        {"type": "function", "function": {"name": "ping"}},
+    ]
+)
+REQUIRED = ToolChoice("required")
+
+
+@pytest.fixture(scope="module")
+def lltok(tool_model_dir):
+    text = (tool_model_dir / "tokenizer.json").read_text(encoding="utf-8")
+    return llguidance.LLTokenizer(text)
+
+
+@pytest.fixture(scope="module")
+def markers(lltok):
+    # The tiny tool model's two special tokens, standing for either format's markers.
+    start, end = (lltok.tokenize_str(t) for t in ("<tool_call>", "</tool_call>"))
+    assert len(start) == len(end) == 1
+    return Marker("<tool_call>", start[0]), Marker("</tool_call>", end[0])
+
+
+def accepts(lltok, grammar: str, text: str) -> bool:
+    matcher = llguidance.LLMatcher(lltok, grammar)
+    assert not matcher.is_error(), matcher.get_error()
+    return matcher.consume_tokens(lltok.tokenize_str(text)) and matcher.is_accepting()
+
+
+def xml(*args: tuple[str, str], name: str = "book") -> str:
+    params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in args)
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+def test_xml_calls_take_the_schema_and_nothing_else(lltok, markers):
+    start, end = markers
+    grammar = forced_call_grammar(
+        "qwen3_coder", TOOLS, REQUIRED, start=start, end=end, parallel=True
+    )
+    assert grammar is not None
+    good = xml(("city", "São\nPaulo"), ("room", "double"), ("nights", "3"))
+    assert accepts(lltok, grammar, good)
+    assert accepts(lltok, grammar, good + "\n" + xml(name="ping"))
+    assert accepts(
+        lltok, grammar, xml(("city", "Rome"), ("nights", "1"), ("late", "true"))
+    )
+    refused = [
+        xml(("city", "Rome")),  # a required argument missing
+        xml(("city", "Rome"), ("nights", "0")),  # below the minimum
+        xml(("city", "R"), ("nights", "2")),  # shorter than minLength
+        xml(("city", "Rome"), ("room", "suite"), ("nights", "2")),  # not in the enum
+        xml(("city", "a</parameter>b"), ("nights", "2")),  # the closing tag inside
+        xml(("nights", "2"), ("city", "Rome")),  # out of the schema's order
+        xml(("city", "Rome"), ("nights", "2"), ("pets", "1")),  # not in the schema
+        xml(name="pong"),  # not an offered tool
+    ]
+    for text in refused:
+        assert not accepts(lltok, grammar, text), text
+
+
+def test_a_named_xml_call_and_the_lazy_grammar_after_the_marker(lltok, markers):
+    start, end = markers
+    named = forced_call_grammar(
+        "qwen3_coder",
+        TOOLS,
+        ToolChoice("named", "ping"),
+        start=start,
+        end=end,
+        parallel=False,
+    )
+    assert accepts(lltok, named, xml(name="ping"))
+    assert not accepts(lltok, named, xml(("city", "Rome"), ("nights", "2")))
+    lazy = lazy_markup_grammar("qwen3_coder", TOOLS, end=end)
+    assert lazy is not None
+    assert accepts(lltok, lazy, xml(name="ping").removeprefix("<tool_call>"))
+
+
+def test_pythonic_calls_write_json_values_and_separate_present_arguments(
+    lltok, markers
+):
+    start, end = markers
+    grammar = forced_call_grammar(
+        "pythonic", TOOLS, REQUIRED, start=start, end=end, parallel=True
+    )
+    assert grammar is not None
+
+    def call(body: str) -> str:
+        return f"<tool_call>[{body}]</tool_call>"
+
+    assert accepts(lltok, grammar, call('book(city="Rome", nights=2)'))
+    assert accepts(
+        lltok,
+        grammar,
+        call('book(city="Rome", room="single", nights=2, extras=["cot"]), ping()'),
+    )
+    for body in (
+        'book(city="Rome")',
+        "book(, nights=2)",
+        "pong()",
+        'book(nights=2, city="Rome")',
+    ):
+        assert not accepts(lltok, grammar, call(body)), body
+    lazy = lazy_markup_grammar("pythonic", TOOLS, end=end)
+    assert lazy is not None and accepts(lltok, lazy, "[ping()]</tool_call>")
+
+
+def test_other_formats_have_no_grammar(markers):
+    start, end = markers
+    assert (
+        forced_call_grammar(
+            "mistral", TOOLS, REQUIRED, start=start, end=end, parallel=False
+        )
+        is None
+    )
+    assert lazy_markup_grammar("kimi_k2", TOOLS, end=end) is None
