@@ -9,12 +9,12 @@ client's next request) or refuses them with the numbers, and stops a generation 
 a token when its client goes away. Nothing here imports Qt or MLX.
 
 Layers, outermost first: `local_server` (start/stop/status, the HTTP loop on its own
-thread), `http_app` (Starlette routes, auth, limits, SSE), `completion` (one request
-from messages to events), `client_history` and `conversation_index` (trims remembered
-across requests, the cache each request runs on), `openai_request` and
-`openai_response` (the protocol's shapes). Agents' protocols sit beside Chat
-Completions on the same service: `agent_routes` (their routes), `anthropic_messages/`,
-`openai_responses/` and `completions/` (each protocol's shapes), `bridge` (events from
-a request's worker thread to the HTTP loop, with keep-alive ticks) and `tool_prompt`
-(tools in the system turn until the engine renders them).
+thread), `http_app` (Starlette routes, auth, limits, SSE), `admission` (what a request
+may hold before it is parsed), `service/` (one request from messages to events, over
+any protocol: trims and recalls remembered across requests, the cache each request
+runs on, tools), `openai_chat/` (Chat Completions' shapes and client history). Agents'
+protocols sit beside Chat Completions on the same service: `agent_routes` (their
+routes), `anthropic_messages/`, `openai_responses/` and `completions/` (each
+protocol's shapes), and `bridge` (events from a request's worker thread to the HTTP
+loop, with keep-alive ticks).
 """

@@ -23,7 +23,6 @@ from app.server.admission import busy_headers
 from app.server.anthropic_messages import messages_response as anthropic
 from app.server.anthropic_messages.messages_request import parse_messages_request
 from app.server.bridge import GONE, TICK, Bridge, Failed
-from app.server.completion import CompletionService
 from app.server.completions import text_completion
 from app.server.errors import RequestError, as_request_error
 from app.server.events import Accepted, Finished, TextDelta
@@ -31,6 +30,7 @@ from app.server.openai_chat import openai_response as openai
 from app.server.openai_chat.openai_request import ChatRequest
 from app.server.openai_responses import responses_response as responses
 from app.server.openai_responses.responses_request import parse_responses_request
+from app.server.service.completion import CompletionService
 
 logger = logging.getLogger(__name__)
 # Agents' HTTP clients give up on a socket silent for a minute or so; Anthropic pings.

@@ -46,11 +46,9 @@ from app.server.bridge import GONE as _GONE
 from app.server.bridge import Bridge as _Bridge
 from app.server.bridge import Failed as _Failed
 from app.server.bridge import Pending as _Pending
-from app.server.completion import CompletionService
 from app.server.config import ServerConfig, is_loopback
 from app.server.errors import RequestError, ServiceUnavailable, as_request_error
 from app.server.events import Finished, TextDelta
-from app.server.history_trim import tokenize_need
 from app.server.openai_chat.openai_request import parse_chat_request
 from app.server.openai_chat.openai_response import (
     ChunkWriter,
@@ -60,6 +58,8 @@ from app.server.openai_chat.openai_response import (
     model_object,
     models_list,
 )
+from app.server.service.completion import CompletionService
+from app.server.service.history_trim import tokenize_need
 
 logger = logging.getLogger(__name__)
 STARTED = int(time.time())

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from app.core.errors import KnownError, SettingsError
 from app.core.presets.presets import Preset
-from app.server.completion import CompletionService
 from app.server.config import ServerConfig
 from app.server.http_app import ServerApp
+from app.server.service.completion import CompletionService
 
 if TYPE_CHECKING:  # imported when the server starts
     import uvicorn

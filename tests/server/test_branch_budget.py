@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.server.conversation_index import ConversationIndex
+from app.server.service.conversation_index import ConversationIndex
 from tests.server.test_openai_client import client_for
 
 BRANCH_BYTES = 1000

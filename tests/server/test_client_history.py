@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from app.core.chat.model_messages import MERGED, SEPARATE
 from app.core.trim.extractive import HEADER
-from app.server.conversation_index import ConversationIndex, shared_prefix
 from app.server.openai_chat.client_history import (
     ClientHistory,
     TrimRecord,
@@ -12,6 +11,7 @@ from app.server.openai_chat.client_history import (
     model_view,
 )
 from app.server.openai_chat.openai_request import ChatMessage
+from app.server.service.conversation_index import ConversationIndex, shared_prefix
 
 SYSTEM = ChatMessage("system", "Be brief.")
 

@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from app.core.cancel import CancelToken
-from app.server.completion import CompletionService
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
 from app.server.events import Accepted, Finished, TextDelta, TrimApplied
 from app.server.openai_chat.openai_request import ChatMessage, ChatRequest
+from app.server.service.completion import CompletionService
 
 SYSTEM = "You are Swapless test bot. Always answer briefly."
 

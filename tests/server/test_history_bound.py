@@ -15,14 +15,14 @@ import pytest
 
 from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
 from app.server.admission import kv_need, parsed_bytes
-from app.server.history_trim import (
+from app.server.openai_chat.client_history import ClientHistory, model_view
+from app.server.openai_chat.openai_request import ChatMessage, parse_chat_request
+from app.server.service.history_trim import (
     RENDER_WHOLE_FACTOR,
     WORK_BYTES_PER_TOKEN,
     count_history,
     tokenize_need,
 )
-from app.server.openai_chat.client_history import ClientHistory, model_view
-from app.server.openai_chat.openai_request import ChatMessage, parse_chat_request
 from tests.server.test_http_guards import call
 
 LIMIT = 2048

@@ -228,7 +228,7 @@ def test_conversation_keys_differ_between_runs_of_the_server():
     import sys
 
     code = (
-        "from app.server.conversation_index import ConversationIndex\n"
+        "from app.server.service.conversation_index import ConversationIndex\n"
         "print(ConversationIndex(lambda key: 0).acquire(('a',), 0).key)\n"
     )
     keys = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.server.stop_sequences import StopScanner
+from app.server.service.stop_sequences import StopScanner
 
 
 def stream(pieces, stops):

@@ -58,7 +58,7 @@ class MessageIndex:
     """An in-memory FTS5 index of messages, built once and searched many times.
 
     A server conversation's trimmed part changes only when it is trimmed again, so
-    the index is built once per trim (`app.server.history_recall` keeps the recent
+    the index is built once per trim (`app.server.service.history_recall` keeps the recent
     ones) and every later request only searches it. Thread-safe.
 
     Args:

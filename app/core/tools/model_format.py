@@ -22,7 +22,7 @@ def _parse_json_call(text: str, tools: Any = None) -> Any:
 
 
 # For a template without tool support the server writes the tools into the system
-# turn the Qwen3 way (`app.server.tool_prompt`), so calls are read that way too.
+# turn the Qwen3 way (`app.server.service.tool_prompt`), so calls are read that way too.
 GENERIC_FORMAT = CallFormat(
     "json_tools", "<tool_call>", "</tool_call>", _parse_json_call
 )

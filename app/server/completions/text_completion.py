@@ -25,7 +25,7 @@ from app.server.openai_chat.openai_request import (
     parse_json_body,
 )
 from app.server.openai_chat.openai_response import DONE, sse
-from app.server.stop_sequences import StopScanner
+from app.server.service.stop_sequences import StopScanner
 
 # OpenAI's default for this endpoint.
 DEFAULT_MAX_TOKENS = 16
@@ -172,7 +172,7 @@ def runner(
     Raises:
         RequestError: No model, another model asked for, no FIM tokens, too long.
     """
-    from app.server.completion import check_served_model
+    from app.server.service.served_model import check_served_model
 
     engine = service.engine
     check_served_model(engine, request.model)

@@ -1,7 +1,7 @@
 """The tool and output-format fields of a Chat Completions request, checked on entry.
 
 ``tools``, ``tool_choice``, ``parallel_tool_calls`` and ``response_format`` become the
-`ChatRequest` fields every protocol fills (`app.server.tool_paths` makes the engine's
+`ChatRequest` fields every protocol fills (`app.server.service.tool_paths` makes the engine's
 `TurnTools` of them); an assistant message's ``tool_calls`` and a ``tool`` message's
 ``tool_call_id`` are checked against each other (a result must answer a call made
 earlier in the history). Every refusal is a 400 naming the field and the reason.

@@ -144,7 +144,7 @@ def _tokens_per_s(handle) -> float:
 
 def _opened_call_prompt(ctx: BenchContext, messages, native: bool) -> list[int]:
     """The prompt with the note tool offered and its call's start marker at the end."""
-    from app.server.tool_prompt import fold_tools
+    from app.server.service.tool_prompt import fold_tools
 
     engine: Any = ctx.engine  # BenchContext types it loosely
     specs = parse_tools([NOTE_TOOL])

@@ -16,53 +16,20 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 from app.core.budget.context_state import effective_limit
 from app.core.cancel import CancelToken
 from app.core.chat.conversation_session import MAX_TRIM_ROUNDS
 from app.core.chat.trimmer import TrimOutcome
-from app.core.engine.events import GenerationEvent, ModelInfo
-from app.core.engine.prompt_tokenizer import COUNT_PIECE_CHARS
 from app.core.errors import BudgetError
-from app.core.presets.generation_settings import KVSettings, SamplingSettings
+from app.core.presets.generation_settings import SamplingSettings
 from app.core.presets.presets import Preset
 from app.core.recall.block import recall_budget
 from app.core.recall.recaller import RecallResult
 from app.core.store.records import RecalledMessage
-from app.core.tools.call_stream import MalformedCall
-from app.core.tools.turn_tools import TurnTools
 from app.core.trim.policy import Action
-from app.core.turn.parts import (
-    ANSWER,
-    REASONING,
-    ToolCall,
-    ToolCallDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
-from app.server.conversation_index import ConversationIndex
 from app.server.errors import ContextLengthExceeded, RequestError, ServiceUnavailable
-from app.server.events import Accepted, Finished, TextDelta, TrimApplied
-from app.server.history_recall import (
-    RecallRecords,
-    recall_request,
-    recall_room,
-    recalled_json,
-    with_blocks,
-)
-from app.server.history_trim import (
-    HistoryCounts,
-    TemplateCosts,
-    apply_trim,
-    count_history,
-    fit_plan,
-    measure_template,
-    message_texts,
-    needs_counting,
-    plan_for,
-)
+from app.server.events import Accepted, Finished, TrimApplied
 from app.server.openai_chat.client_history import (
     ClientHistory,
     ModelView,
@@ -74,50 +41,32 @@ from app.server.openai_chat.reasoning_fields import (
     ignored_reasoning_note,
     request_thinking,
 )
-from app.server.stop_sequences import StopScanner
-from app.server.tool_paths import turn_tools_of
-from app.server.tool_prompt import engine_takes_tools, fold_history, fold_tools
+from app.server.service.conversation_index import ConversationIndex
+from app.server.service.history_recall import (
+    RecallRecords,
+    recall_request,
+    recall_room,
+    recalled_json,
+    with_blocks,
+)
+from app.server.service.history_trim import (
+    apply_trim,
+    count_history,
+    fit_plan,
+    needs_counting,
+    plan_for,
+)
+from app.server.service.refusals import (
+    refusal,
+    refuse_unreadably_long,
+    too_long_message,
+)
+from app.server.service.reply_stream import stream_reply, trim_extension
+from app.server.service.request_prompts import RequestPrompts
+from app.server.service.served_model import check_served_model, served_model_id
 
 logger = logging.getLogger(__name__)
-# Accepted as the model name whatever is loaded, for clients configured once while
-# the app's model changes.
-MODEL_ALIAS = "swapless"
 RECENT_REQUESTS = 32
-
-
-def _offered(request: ChatRequest) -> bool:
-    """True when the request's tools are shown to the model: ``tool_choice: "none"``
-    renders the prompt without them, so the model cannot call what it was not shown
-    (docs/structured-output.md)."""
-    return bool(request.tools) and request.tool_choice != "none"
-
-
-def served_model_id(info) -> str:
-    """The id `GET /v1/models` lists for a loaded model: its folder's name."""
-    return Path(info.folder).name or MODEL_ALIAS
-
-
-def check_served_model(engine: Any, asked: str) -> ModelInfo:
-    """Return the served model's info; refuse when none is loaded or another is asked.
-
-    Raises:
-        ServiceUnavailable: No model is loaded.
-        RequestError: ``asked`` is neither the served model's id nor the alias.
-    """
-    info = engine.model_info
-    if info is None:
-        raise ServiceUnavailable(
-            "No model is loaded; load one in Swapless first.", "model_not_loaded"
-        )
-    served = served_model_id(info)
-    if asked not in (served, MODEL_ALIAS):
-        raise RequestError(
-            f"The model {asked!r} is not served here; this server serves "
-            f"{served!r} (also reachable as {MODEL_ALIAS!r}).",
-            code="model_not_found",
-            param="model",
-        )
-    return info
 
 
 @dataclass(frozen=True)
@@ -171,7 +120,7 @@ class CompletionService:
             budget_bytes=self.branch_budget,
             drop=self._drop_cache,
         )
-        self._costs: dict[str, TemplateCosts] = {}
+        self.prompts = RequestPrompts(engine)
         self._lock = threading.Lock()
         self._active: set[CancelToken] = set()
         self.recent: deque[RequestSummary] = deque(maxlen=RECENT_REQUESTS)
@@ -240,6 +189,16 @@ class CompletionService:
         self.records.clear()
         self.recalls.clear()
 
+    def prompt_tokens(self, request: ChatRequest) -> int:
+        """Tokens the model would see for ``request`` untrimmed (count_tokens).
+
+        Raises:
+            RequestError: The template cannot render the messages.
+        """
+        history = ClientHistory.of(request.messages)
+        view = model_view(history, None, "system")
+        return len(self.prompts.prompt_ids(view, request))
+
     # -- a request -------------------------------------------------------------------
 
     def run(self, request: ChatRequest, cancel: CancelToken) -> Iterator:
@@ -303,10 +262,10 @@ class CompletionService:
             seed=request.seed,
         )
         limit = self.effective_limit()
-        _refuse_unreadably_long(engine, request, preset, sampling.max_tokens, limit)
-        costs = self._template_costs(info)
+        refuse_unreadably_long(engine, request, preset, sampling.max_tokens, limit)
+        costs = self.prompts.template_costs(info)
         # A forced call the model's format cannot take is refused before anything runs.
-        self._turn_tools(request)
+        self.prompts.turn_tools(request)
         history = ClientHistory.of(request.messages)
         pressure = self.pressure()
         if pressure != "normal":
@@ -332,9 +291,9 @@ class CompletionService:
         )
         bounded = counted is not None and counted.bounded
         if bounded:
-            prompt_ids = self._head_ids(view)
+            prompt_ids = self.prompts.head_ids(view)
         else:
-            prompt_ids = self._prompt_ids(view, request)
+            prompt_ids = self.prompts.prompt_ids(view, request)
         lease = self.index.acquire(history.hashes, history.system_count, prompt_ids)
         ran = False
         finished = None
@@ -348,9 +307,9 @@ class CompletionService:
             for _ in range(MAX_TRIM_ROUNDS):
                 if bounded and counted is not None:
                     # A lower bound, past twice the limit: a trim is needed.
-                    prompt_tokens = self._bounded_tokens(view, counted, costs)
+                    prompt_tokens = self.prompts.bounded_tokens(view, counted, costs)
                 else:
-                    prompt_ids = self._prompt_ids(view, request)
+                    prompt_ids = self.prompts.prompt_ids(view, request)
                     prompt_tokens = len(prompt_ids)
                 details = {
                     "prompt_tokens": prompt_tokens,
@@ -385,10 +344,10 @@ class CompletionService:
                     break
                 if never_trim and pressure != "critical":
                     raise ContextLengthExceeded(
-                        _too_long(details, plan.reason), details
+                        too_long_message(details, plan.reason), details
                     )
                 if plan.action is Action.REFUSE:
-                    raise _refusal(plan.reason, pressure, details)
+                    raise refusal(plan.reason, pressure, details)
                 drop, budget = fit_plan(
                     engine,
                     view,
@@ -435,11 +394,12 @@ class CompletionService:
                 view, recall = self._recall(
                     history, view, blocks, limit, sampling.max_tokens, prompt_tokens
                 )
-                prompt_ids = self._prompt_ids(view, request)
+                prompt_ids = self.prompts.prompt_ids(view, request)
                 prompt_tokens = len(prompt_ids)
-            replies = self._generate(
+            replies = stream_reply(
+                engine,
                 lease.key,
-                self._model_messages(view, request),
+                self.prompts.model_messages(view, request),
                 request,
                 sampling,
                 limit,
@@ -447,8 +407,10 @@ class CompletionService:
                 prompt_tokens=prompt_tokens,
                 kv=preset.kv_settings(),
                 accepted=outcome is not None,
+                turn_tools=self.prompts.turn_tools(request),
+                thinking=request_thinking(preset.thinking_settings(), request),
                 extension={
-                    **_extension(outcome, view, reason, limit, preset, pressure),
+                    **trim_extension(outcome, view, reason, limit, preset, pressure),
                     **ignored_reasoning_note(request.messages, _reasons(engine)),
                     "recalled": recalled_json(recall) if recall else [],
                     "recall_ms": round(recall.ms, 1) if recall else 0.0,
@@ -493,243 +455,15 @@ class CompletionService:
         self.recalls.remember(history.hashes[last], recall.recalled)
         return with_blocks(view, {last: recall.recalled}), recall
 
-    def _generate(
-        self,
-        key: str,
-        messages: list[dict],
-        request: ChatRequest,
-        sampling: SamplingSettings,
-        limit: int,
-        cancel: CancelToken,
-        *,
-        prompt_tokens: int,
-        kv: KVSettings,
-        accepted: bool,
-        extension: dict,
-    ) -> Iterator:
-        if cancel.cancelled:  # the client left during the trim
-            yield Finished(
-                "", "cancelled", 0, 0, 0, {**extension, "cancelled": True}, key
-            )
-            return
-        turn_tools = self._turn_tools(request)
-        extra = {"tools": turn_tools} if turn_tools is not None else {}
-        handle = self.engine.chat(
-            key,
-            messages,
-            kv,
-            sampling,
-            max_context=limit,
-            cancel=cancel,
-            thinking=request_thinking(self.preset.thinking_settings(), request),
-            **extra,
-        )
-        scanner = StopScanner(request.stop)
-        parts: list[str] = []
-        calls: list[ToolCall] = []
-        notes: list[str] = []
-        thoughts: list[str] = []
-        try:
-            for event in handle:  # a budget refusal is raised here, before any event
-                if not accepted:
-                    accepted = True
-                    yield Accepted(prompt_tokens)
-                if isinstance(event, ToolCallStarted | ToolCallDelta):
-                    yield event
-                    continue
-                if isinstance(event, ToolCallFinished):
-                    calls.append(event.call)
-                    yield event
-                    continue
-                if isinstance(event, MalformedCall):
-                    notes.append(event.reason)
-                    continue
-                if not isinstance(event, GenerationEvent) or not event.text:
-                    continue
-                if event.channel != ANSWER:  # reasoning: no stop sequences in it
-                    thoughts.append(event.text)
-                    yield TextDelta(event.text, event.channel)
-                    continue
-                text = scanner.feed(event.text)
-                if text:
-                    parts.append(text)
-                    yield TextDelta(text)
-                if scanner.stopped and not handle.cancelled:
-                    handle.cancel()  # the engine stops after this token
-        except BaseException:
-            handle.cancel()
-            raise
-        tail = scanner.flush()
-        if tail:
-            parts.append(tail)
-            yield TextDelta(tail)
-        final = handle.final
-        finish = "stop" if scanner.stopped else final.finish_reason
-        if calls and finish == "stop":
-            finish = "tool_calls"
-        yield Finished(
-            text="".join(parts),
-            finish_reason=finish,
-            prompt_tokens=final.prompt_tokens,
-            completion_tokens=final.generated_tokens,
-            cached_tokens=final.reused_tokens,
-            key=key,
-            tool_calls=tuple(calls),
-            stop_sequence=scanner.matched,
-            reasoning="".join(thoughts),
-            swapless={
-                **extension,
-                **({"tool_call_notes": notes} if notes else {}),
-                # OpenAI has no finish reason for this: a reply cut short because
-                # the server stopped (or the client left) says so here.
-                "cancelled": finish == "cancelled",
-                "reused_tokens": final.reused_tokens,
-                "new_tokens": final.new_tokens,
-                "context_tokens": final.context_tokens,
-                "kv_bytes": final.kv_bytes,
-                "kv_bits": final.kv_bits,
-                "ttft_s": round(final.ttft_s, 4),
-                "tokens_per_s": round(final.tokens_per_s, 2),
-                "reasoning_tokens": final.reasoning_tokens,
-                "reasoning_truncated": (
-                    final.finish_reason == "length" and final.channel == REASONING
-                ),
-            },
-        )
-
-    def _templates_tools(self) -> bool:
-        """True when the model's own template renders tools (else they are folded
-        into the system turn the Qwen3 way, and calls are read that way)."""
-        return engine_takes_tools(self.engine) and self.engine.supports_tools()
-
-    def _model_messages(self, view: ModelView, request: ChatRequest) -> list[dict]:
-        """The messages the engine renders; tools folded into the system turn when
-        the model's template cannot take them."""
-        messages = view.messages()
-        if not self._templates_tools():
-            if _offered(request):
-                return fold_tools(messages, request.tools)
-            if request.tools:  # "none": earlier calls and results stay, as text
-                return fold_history(messages)
-        return messages
-
-    def _turn_tools(self, request: ChatRequest) -> TurnTools | None:
-        """What the engine enforces and parses for ``request`` (None: plain chat, or
-        an engine that takes no tools)."""
-        if not engine_takes_tools(self.engine):
-            return None
-        return turn_tools_of(request, self.engine)
-
-    def _tool_kwargs(self, request: ChatRequest) -> dict:
-        if _offered(request) and self._templates_tools():
-            return {"tools": [tool.template_dict() for tool in request.tools]}
-        return {}
-
-    def prompt_tokens(self, request: ChatRequest) -> int:
-        """Tokens the model would see for ``request`` untrimmed (count_tokens).
-
-        Raises:
-            RequestError: The template cannot render the messages.
-        """
-        history = ClientHistory.of(request.messages)
-        view = model_view(history, None, "system")
-        return len(self._prompt_ids(view, request))
-
-    def _prompt_ids(self, view: ModelView, request: ChatRequest) -> list[int]:
-        try:
-            messages = self._model_messages(view, request)
-            return self.engine.render(messages, True, **self._tool_kwargs(request))
-        except Exception as exc:  # jinja refuses e.g. roles out of order
-            raise RequestError(
-                f"The model's chat template cannot render these messages: {exc}",
-                param="messages",
-            ) from exc
-
-    def _head_ids(self, view: ModelView) -> list[int]:
-        """Tokens of the view's head alone (system messages, summary): what a
-        history too long to render whole is matched against the caches with."""
-        try:
-            return self.engine.render([m.as_dict() for m in view.head], False)
-        except Exception:  # noqa: BLE001 - a template that needs a user turn
-            return []
-
-    def _bounded_tokens(
-        self, view: ModelView, counted: HistoryCounts, costs: TemplateCosts
-    ) -> int:
-        """A lower bound on the prompt's tokens from the head, the bounded counts
-        and the newest message (already bounded by `_refuse_unreadably_long`)."""
-        new = view.body[-1]
-        return (
-            len(self._head_ids(view))
-            + sum(counted.counts)
-            + sum(self.engine.count_tokens(text) for text in message_texts(new))
-            + costs.message_overhead
-        )
-
-    def _template_costs(self, info) -> TemplateCosts:
-        costs = self._costs.get(info.identity)
-        if costs is None:
-            costs = measure_template(self.engine)
-            self._costs = {info.identity: costs}
-        return costs
-
 
 def _or(value, default):
     return default if value is None else value
-
-
-def _too_long(details: dict, reason: str) -> str:
-    """Anthropic's words for a prompt over the limit (agents parse the numbers)."""
-    prompt, limit = details["prompt_tokens"], details["effective_limit"]
-    if prompt + details["max_tokens"] <= limit:  # refused for memory, not length
-        return reason
-    if prompt > limit:
-        return f"prompt is too long: {prompt} tokens > {limit} maximum"
-    return (
-        # Claude Code parses exactly these words and retries with fewer max_tokens.
-        f"input length and `max_tokens` exceed context limit: {prompt} + "
-        f"{details['max_tokens']} > {limit}, decrease input length or `max_tokens` "
-        "and try again"
-    )
-
-
-def _refusal(reason: str, pressure: str, details: dict) -> RequestError:
-    if pressure == "critical":
-        return ServiceUnavailable(reason, "memory_pressure", details)
-    return ContextLengthExceeded(reason, details)
 
 
 def _reasons(engine) -> bool:
     """Whether the served model writes reasoning (an engine without a tokenizer: no)."""
     tokenizer = getattr(engine, "tokenizer", None)
     return bool(tokenizer is not None and tokenizer.reasoning.has_reasoning)
-
-
-def _extension(
-    outcome: TrimOutcome | None,
-    view: ModelView,
-    reason: str,
-    limit: int,
-    preset: Preset,
-    pressure: str,
-) -> dict:
-    """The ``swapless`` object's trim and limit part: never a silent cut."""
-    return {
-        "trimmed": outcome is not None,
-        "dropped_messages": outcome.dropped_messages if outcome else 0,
-        "summarized_messages": view.summarized_messages,
-        "summary_tokens": view.record.summary_tokens if view.record else 0,
-        "summary_method": outcome.summary_method if outcome else None,
-        "trim_method": outcome.cache_method if outcome else None,
-        "trim_ms": round(outcome.total_ms, 1) if outcome else 0.0,
-        "trim_note": (outcome.note or None) if outcome else None,
-        "trim_reason": reason or None,
-        "effective_limit": limit,
-        "preset": preset.name,
-        "preset_limit": preset.max_context,
-        "auto_trim": preset.auto_trim,
-        "memory_pressure": pressure,
-    }
 
 
 def _summary_of(event: Finished) -> RequestSummary:
@@ -742,60 +476,3 @@ def _summary_of(event: Finished) -> RequestSummary:
         trimmed=bool(event.swapless.get("trimmed")),
         tokens_per_s=float(event.swapless.get("tokens_per_s", 0.0)),
     )
-
-
-# Up to one counting piece of characters a request is tokenized whole and refused with
-# its exact size (cheap at that size); past it only a lower bound is counted, in
-# pieces, as far as the limit.
-EXACT_REFUSAL_CHARS = COUNT_PIECE_CHARS
-
-
-def _refuse_unreadably_long(
-    engine, request: ChatRequest, preset, max_tokens: int, limit: int
-) -> None:
-    """Refuse, before tokenizing anything, a request that cannot fit whatever it holds.
-
-    What no trim can remove (the system messages and the newest message; everything
-    when auto-trim is off) is bounded from below by its characters
-    (`PromptTokenizer.fewest_tokens`); past the limit, tokenizing it would only cost
-    memory (2.1 GiB for one 8 MiB message) to reach the same refusal.
-
-    Raises:
-        ContextLengthExceeded: The lower bound alone is over the limit.
-    """
-    messages = request.messages
-    if preset.auto_trim and not getattr(request, "never_trim", False):
-        messages = (*(m for m in messages[:-1] if m.role == "system"), messages[-1])
-    if sum(len(m.content) for m in messages) <= EXACT_REFUSAL_CHARS:
-        # Cheap to count exactly: the full path refuses with the exact prompt size,
-        # which clients act on (Claude Code reads "prompt is too long: N tokens").
-        return
-    tokenizer = engine.tokenizer
-    fewest = sum(tokenizer.fewest_tokens(m.content) for m in messages)
-    if fewest + max_tokens <= limit:
-        # Within the bound from characters: count the long texts in pieces, up to
-        # what is left of the limit, before the whole prompt is rendered and
-        # tokenized at once (which held gigabytes for a few MiB of text).
-        fewest = 0
-        for message in messages:
-            fewest += tokenizer.count_at_least(
-                message.content, max(0, limit - max_tokens - fewest)
-            )
-            if fewest + max_tokens > limit:
-                break
-    if fewest + max_tokens > limit:
-        raise ContextLengthExceeded(
-            f"The request needs at least {fewest:,} prompt tokens plus {max_tokens:,} "
-            f"for the reply, over the limit of {limit:,} tokens"
-            + (
-                " (the newest message alone does not fit, so trimming cannot help)."
-                if preset.auto_trim
-                else "."
-            ),
-            {
-                "prompt_tokens_at_least": fewest,
-                "max_tokens": max_tokens,
-                "effective_limit": limit,
-                "auto_trim": preset.auto_trim,
-            },
-        )
