@@ -43,7 +43,7 @@ from app.ui.chat.chat_view import ChatView
 from app.ui.chat.composer_view import ComposerView
 from app.ui.chat.current_conversation_controller import CurrentConversationController
 from app.ui.chat.pin_controller import PinController
-from app.ui.chat.tool_card_controller import ToolCardController
+from app.ui.chat.tools.tool_card_controller import ToolCardController
 from app.ui.chat.turn_controller import TurnController
 from app.ui.common.background import TaskSet
 from app.ui.common.icons import refresh_icons

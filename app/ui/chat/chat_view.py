@@ -26,9 +26,10 @@ from app.core.store.calls.tool_calls import StoredToolCall
 from app.core.store.records import Message, Summary
 from app.core.text.display_numbers import message_footer
 from app.core.text.markdown_html import LIGHT_THEME, MarkdownTheme
-from app.ui.chat.message_view import MessageView, TrimCardView
+from app.ui.chat.message_view import MessageView
 from app.ui.chat.rich_text_view import RichTextView
-from app.ui.chat.tool_call_card import ToolCallCard
+from app.ui.chat.tools.tool_call_card import ToolCallCard
+from app.ui.chat.trim_card_view import TrimCardView
 from app.ui.common.look import SPACE
 from app.ui.common.throttle import Throttle
 

@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.core.cancel import CancelToken
 from app.core.chat.sessions import NO_MODEL_MESSAGE, SessionRegistry
 from app.core.presets.presets import Preset
-from app.ui.chat.tool_consent import ConsentBridge, WindowTools
+from app.ui.chat.tools.tool_consent import ConsentBridge, WindowTools
 from app.ui.common.worker_support import WorkerError, park_on_main_thread, worker_error
 
 if TYPE_CHECKING:  # imported on the worker thread, where it is used

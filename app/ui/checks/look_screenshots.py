@@ -122,7 +122,7 @@ def _stream(session: _Session, text: str) -> None:
 def take_look_screenshots(folder: Path, theme: str, prefix: str) -> list[Path]:
     """Save the scenes of the module docstring in ``folder``, in ``theme``."""
     from app.core.store.calls.tool_calls import StoredToolCall
-    from app.ui.chat.tool_call_card import ToolCallCard
+    from app.ui.chat.tools.tool_call_card import ToolCallCard
 
     with tempfile.TemporaryDirectory(prefix="swapless-look-") as home:
         os.environ["SWAPLESS_HOME"] = home

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from app.core.mcp.consent import Decision
 from app.core.store.calls.tool_calls import StoredToolCall
-from app.ui.chat.tool_call_card import ToolCallCard
+from app.ui.chat.tools.tool_call_card import ToolCallCard
 
 CALL = StoredToolCall(
     call_id="call_1",

@@ -18,7 +18,7 @@ from PySide6.QtCore import QCoreApplication, QEvent
 from app.core.mcp.config import ServerConfig, save_config
 from app.core.mcp.consent import Decision
 from app.core.mcp.tool_prefs import ToolPrefs, save_prefs
-from app.ui.chat.tool_call_card import ToolCallCard
+from app.ui.chat.tools.tool_call_card import ToolCallCard
 
 SERVER = Path(__file__).resolve().parents[2] / "core" / "mcp" / "tool_server.py"
 

@@ -17,7 +17,7 @@ from app.core.chat.turn_events import ToolRunStarted
 from app.core.mcp.consent import Decision
 from app.core.store.calls.tool_calls import StoredToolCall
 from app.ui.chat.chat_view import ChatView
-from app.ui.chat.tool_call_card import ToolCallCard
+from app.ui.chat.tools.tool_call_card import ToolCallCard
 from app.ui.chat.turn_controller import TurnController
 
 
