@@ -52,7 +52,10 @@ def aged_presets() -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
-    from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
+    from app.core.budget.runtime_profile import (
+        resident_weights_bytes,
+        runtime_profile,
+    )
     from app.core.doctor.doctor import build_report, format_report
     from app.core.doctor.doctor_thinking import format_thinking, thinking_section
     from app.core.memory.probe import MemoryProbe
@@ -66,10 +69,13 @@ def run(args: argparse.Namespace) -> int:
     profile = runtime_profile()
     model_dir = Path(args.model).expanduser() if args.model else None
     weights = None
+    layout = None
     if model_dir is not None:
         from app.core.budget.model_config import load_config
 
-        weights = resident_weights_bytes(model_dir, load_config(model_dir), profile)
+        config = load_config(model_dir)
+        weights = resident_weights_bytes(model_dir, config, profile)
+        layout = _weights_layout(config, profile)
     report = build_report(
         model_dir,
         settings,
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "act_dtype_bytes": profile.act_dtype_bytes,
         "dense_weights": profile.dense_weights,
         "native_kernel": _native_kernel() if profile.dense_weights else None,
+        "weights_layout": layout,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -105,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if report["runtime"]["native_kernel"]:
             print(f"Native quantized kernel: {report['runtime']['native_kernel']}.")
+        if layout is not None:
+            print(f"This model's weights: {layout['text']}.")
         if quality_lines:
             print()
             print("\n".join(quality_lines))
@@ -115,6 +124,35 @@ def _row(label: str, value: str) -> str:
     from app.core.doctor.doctor import LABEL_WIDTH
 
     return f"  {label:<{LABEL_WIDTH}}{value}"
+
+
+def _weights_layout(config: dict, profile) -> dict:
+    """How the engine will hold this model's weights, and why (no MLX import)."""
+    from app.core.budget.runtime_profile import (
+        PACKED,
+        kernel_gap,
+        quantization_of,
+        weights_layout,
+    )
+
+    layout = weights_layout(config, profile)
+    quantization = quantization_of(config)
+    gap = kernel_gap(quantization) if quantization else None
+    if layout == PACKED:
+        text = (
+            "quantized layers stay packed, served by the native kernel (float32 "
+            "scales and biases; its self-test runs at load, and float32 replaces "
+            "them if it fails)"
+        )
+    elif not profile.dense_weights:
+        text = "held as stored"
+    elif not quantization:
+        text = "float32 (the model is not quantized)"
+    elif gap is not None:
+        text = f"dequantized to float32: {gap}"
+    else:
+        text = "dequantized to float32 (the native kernel is not available)"
+    return {"layout": layout, "kernel_gap": gap, "text": text}
 
 
 def _native_kernel() -> str:
