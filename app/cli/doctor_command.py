@@ -126,6 +126,31 @@ def _row(label: str, value: str) -> str:
     return f"  {label:<{LABEL_WIDTH}}{value}"
 
 
+def kernel_notice() -> str | None:
+    """The native kernel's state, once per build key (the first start after a setup).
+
+    Returns None when it was said before for these sources and versions, on Metal, or
+    when the cache folder cannot be written (the doctor still says it).
+    """
+    from app.core.budget.runtime_profile import runtime_profile
+    from app.core.engine.cpu import native_build
+
+    if not runtime_profile().dense_weights:
+        return None
+    try:
+        told = native_build.cache_root() / (native_build.build_key() + ".told")
+        if told.exists():
+            return None
+        told.parent.mkdir(parents=True, exist_ok=True)
+        told.touch()
+    except OSError:
+        return None
+    return (
+        f"native quantized kernel: {_native_kernel()} (said once; `swapless doctor` "
+        "says it again)."
+    )
+
+
 def _weights_layout(config: dict, profile) -> dict:
     """How the engine will hold this model's weights, and why (no MLX import)."""
     from app.core.budget.runtime_profile import (

@@ -92,3 +92,17 @@ def test_the_weights_are_counted_as_the_engine_will_hold_them(
     assert packed["model"]["weights_bytes"] < dense["model"]["weights_bytes"] / 2
     assert main(["doctor", "--model", str(tiny_4bit)]) == 0
     assert "weights: quantized layers stay packed" in capsys.readouterr().out
+
+
+def test_the_first_start_says_it_once(tmp_path, monkeypatch, capsys):
+    from app.cli import main as cli_main
+
+    monkeypatch.setenv(native_build.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cli_main, "_run_desktop_or_chat", lambda argv, model: 0)
+    native_build.failure_file().write_text("build failed (no compiler)\n")
+    assert main([]) == 0
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("swapless: native quantized kernel: not built: build failed")
+    assert "\n" not in line
+    assert main([]) == 0
+    assert capsys.readouterr().err == ""
