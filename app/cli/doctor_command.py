@@ -52,10 +52,7 @@ def aged_presets() -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
-    from app.core.budget.runtime_profile import (
-        resident_weights_bytes,
-        runtime_profile,
-    )
+    from app.core.budget.runtime_profile import resident_weights_bytes, runtime_profile
     from app.core.doctor.doctor import build_report, format_report
     from app.core.doctor.doctor_thinking import format_thinking, thinking_section
     from app.core.memory.probe import MemoryProbe

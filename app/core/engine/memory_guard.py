@@ -27,10 +27,7 @@ from app.core.budget.memory_budget import (
 )
 from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
-from app.core.budget.runtime_profile import (
-    profile_for_backend,
-    resident_weights_bytes,
-)
+from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.budget.weights_check import check_layers_present
 from app.core.engine.cpu import backend, native_build
 from app.core.engine.events import ModelInfo
