@@ -7,7 +7,8 @@ Steps, all from the repository root:
 3. Finish and check the result for the platform:
 
    * Linux: ``dist/swapless/`` gets ``icons/hicolor/…`` and ``swapless.desktop``;
-     ``ldd`` must resolve MLX's libraries (and its BLAS from the bundle).
+     ``ldd`` must resolve MLX's libraries (and its BLAS from the bundle), and the
+     native kernel must be inside when this machine built it.
    * macOS: ``dist/Swapless.app`` must hold ``mlx.metallib`` beside every
      ``libmlx.dylib`` and carry the expected ``Info.plist``; then
      ``packaging/macos/sign-and-dmg.sh`` signs it and makes the DMG (``--no-dmg``:
@@ -86,7 +87,25 @@ def finish_linux(version: str) -> Path:
     )
     _say(f"desktop entry {entry}")
     check_linux_libraries(bundle)
+    check_native_kernel(bundle)
     return bundle
+
+
+def check_native_kernel(bundle: Path) -> None:
+    """Fail when this machine built the native kernel but the bundle lacks it."""
+    sys.path.insert(0, str(REPO))
+    from app.core.engine.cpu import native_build
+
+    built = native_build.state()
+    if built.path is None:
+        _say(f"native kernel not bundled ({built.reason}): the app dequantizes")
+        return
+    bundled = bundle / "_internal" / native_build.BUNDLE_DIR / built.path.name
+    if not bundled.is_file():
+        raise BuildError(
+            f"the native kernel {built.path.name} is not in {bundled.parent}"
+        )
+    _say(f"native kernel bundled: {bundled.relative_to(bundle)}")
 
 
 def check_linux_libraries(bundle: Path) -> None:

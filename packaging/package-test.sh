@@ -7,8 +7,9 @@
 # --soak of SWAPLESS_SOAK_SECONDS (default 120: long enough for a PySide6 that drops
 # references to None while painting to crash, which it does within two minutes), and
 # one `chat` turn that must preload OpenBLAS (when installed) and train the same demo
-# tokenizer as the source checkout. macOS: builds, verifies the signature and runs
-# the same checks on dist/Swapless.app.
+# tokenizer as the source checkout; where this checkout built the native kernel, the
+# frozen app must carry and use it (`native_kernel_checks`). macOS: builds, verifies
+# the signature and runs the same checks on dist/Swapless.app.
 #
 # Prints the build time and the bundle size at the end. SWAPLESS_SMOKE_TIMEOUT (s)
 # bounds each run of the frozen app (default 600).
@@ -134,6 +135,53 @@ chat_turn_checks() {
     say "the frozen app trained the same demo tokenizer as the checkout"
 }
 
+# The native quantized kernel (docs/native-kernel.md): when this checkout built it, the
+# frozen app must carry it, its doctor must say it is bundled and will keep a 4-bit
+# model packed, and a reply on that model must peak below the float32 weights' size
+# (measured: the weights really stayed packed, so the self-test passed in the bundle).
+native_kernel_checks() {
+    local built model=$work/native-model
+    built=$(.venv/bin/python -c \
+        'from app.core.engine.cpu import native_build as n; print(n.state().path or "")')
+    if [[ -z $built ]]; then
+        say "no native kernel built here: the frozen app keeps the float32 path (not checked)"
+        return
+    fi
+    say "native kernel: a 4-bit model, the frozen app's doctor and one reply"
+    run_frozen native-make -- make-model "$model" --shape small --bits 4 >/dev/null ||
+        fail "the frozen app could not build a 4-bit model"
+    run_frozen native-doctor -- doctor --json --model "$model" >"$work/doctor.json" ||
+        fail "the frozen app's doctor failed"
+    run_frozen native-doctor-off SWAPLESS_NATIVE_KERNEL=0 -- \
+        doctor --json --model "$model" >"$work/doctor-off.json" ||
+        fail "the frozen app's doctor failed (kernel switched off)"
+    echo hi | run_frozen native-chat -- chat --json --model "$model" --max-tokens 4 \
+        >"$work/native-reply.json" || fail "the frozen app's reply on a 4-bit model failed"
+    .venv/bin/python - "$work" <<'PY' || fail "the frozen app does not use its native kernel"
+import json
+import sys
+
+work = sys.argv[1]
+with open(f"{work}/doctor.json") as f:
+    on = json.load(f)
+with open(f"{work}/doctor-off.json") as f:
+    off = json.load(f)
+with open(f"{work}/native-reply.json") as f:
+    reply = json.loads(f.readline())
+kernel = on["runtime"]["native_kernel"]
+layout = on["runtime"]["weights_layout"]["layout"]
+packed, dense = on["model"]["weights_bytes"], off["model"]["weights_bytes"]
+peak = reply["peak_memory_bytes"]
+mib = 2**20
+print(
+    f"package-test: doctor: kernel {kernel!r}, weights {layout} {packed / mib:.1f} MiB "
+    f"(float32: {dense / mib:.1f} MiB); a reply peaked at {peak / mib:.1f} MiB"
+)
+ok = kernel.startswith("bundled with the app") and layout == "packed"
+sys.exit(0 if ok and packed < peak < dense else 1)
+PY
+}
+
 # --- main -----------------------------------------------------------------------------
 
 case "$(uname -s)" in
@@ -160,6 +208,7 @@ if [[ "$(uname -s)" == Linux ]]; then
         fail "the desktop entry is invalid"
     smoke_test "OpenBLAS re-exec"
     smoke_test "no OpenBLAS" SWAPLESS_NO_OPENBLAS=1
+    native_kernel_checks
 else
     codesign --verify --deep --strict "$APP_DIR" || fail "the app's signature is invalid"
     smoke_test "Metal"

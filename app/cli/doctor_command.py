@@ -66,10 +66,13 @@ def run(args: argparse.Namespace) -> int:
     profile = runtime_profile()
     model_dir = Path(args.model).expanduser() if args.model else None
     weights = None
+    layout = None
     if model_dir is not None:
         from app.core.budget.model_config import load_config
 
-        weights = resident_weights_bytes(model_dir, load_config(model_dir), profile)
+        config = load_config(model_dir)
+        weights = resident_weights_bytes(model_dir, config, profile)
+        layout = _weights_layout(config, profile)
     report = build_report(
         model_dir,
         settings,
@@ -87,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         "act_dtype_bytes": profile.act_dtype_bytes,
         "dense_weights": profile.dense_weights,
         "native_kernel": _native_kernel() if profile.dense_weights else None,
+        "weights_layout": layout,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -105,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if report["runtime"]["native_kernel"]:
             print(f"Native quantized kernel: {report['runtime']['native_kernel']}.")
+        if layout is not None:
+            print(f"This model's weights: {layout['text']}.")
         if quality_lines:
             print()
             print("\n".join(quality_lines))
@@ -115,6 +121,60 @@ def _row(label: str, value: str) -> str:
     from app.core.doctor.doctor import LABEL_WIDTH
 
     return f"  {label:<{LABEL_WIDTH}}{value}"
+
+
+def kernel_notice() -> str | None:
+    """The native kernel's state, once per build key (the first start after a setup).
+
+    Returns None when it was said before for these sources and versions, on Metal, or
+    when the cache folder cannot be written (the doctor still says it).
+    """
+    from app.core.budget.runtime_profile import runtime_profile
+    from app.core.engine.cpu import native_build
+
+    if not runtime_profile().dense_weights:
+        return None
+    try:
+        told = native_build.cache_root() / (native_build.build_key() + ".told")
+        if told.exists():
+            return None
+        told.parent.mkdir(parents=True, exist_ok=True)
+        told.touch()
+    except OSError:
+        return None
+    return (
+        f"native quantized kernel: {_native_kernel()} (said once; `swapless doctor` "
+        "says it again)."
+    )
+
+
+def _weights_layout(config: dict, profile) -> dict:
+    """How the engine will hold this model's weights, and why (no MLX import)."""
+    from app.core.budget.runtime_profile import (
+        PACKED,
+        kernel_gap,
+        quantization_of,
+        weights_layout,
+    )
+
+    layout = weights_layout(config, profile)
+    quantization = quantization_of(config)
+    gap = kernel_gap(quantization) if quantization else None
+    if layout == PACKED:
+        text = (
+            "quantized layers stay packed, served by the native kernel (float32 "
+            "scales and biases; its self-test runs at load, and float32 replaces "
+            "them if it fails)"
+        )
+    elif not profile.dense_weights:
+        text = "held as stored"
+    elif not quantization:
+        text = "float32 (the model is not quantized)"
+    elif gap is not None:
+        text = f"dequantized to float32: {gap}"
+    else:
+        text = "dequantized to float32 (the native kernel is not available)"
+    return {"layout": layout, "kernel_gap": gap, "text": text}
 
 
 def _native_kernel() -> str:

@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_soak(args.soak)
     if args.command is None:
+        _native_kernel_notice()
         return _run_desktop_or_chat(argv, args.window_model)
     try:
         code = int(args.run(args) or EXIT_OK)
@@ -171,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{exc.strerror or exc}{where}")
     except KeyboardInterrupt:
         return 130
+
+
+def _native_kernel_notice() -> None:
+    """On the first `swapless` start of a kernel build, say in one line whether the
+    native quantized kernel is built, and why not (`doctor_command.kernel_notice`)."""
+    from app.cli.doctor_command import kernel_notice
+
+    line = kernel_notice()
+    if line is not None:
+        print(f"swapless: {line}", file=sys.stderr)
 
 
 def _fail(message: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -167,8 +167,9 @@ def dense_resident_bytes(
 ) -> int:
     """Bytes the weights take once dequantized to dense floats of ``float_dtype_bytes``.
 
-    On the CPU backend the engine dequantizes packed weights and upcasts to float32
-    (dense fp32 is the fast path there), so a 4-bit model grows about 8x in memory.
+    On the CPU backend without the native kernel the engine dequantizes packed weights
+    and upcasts to float32 (dense fp32 is the fast path there), so a 4-bit model grows
+    about 8x in memory.
 
     Args:
         model_dir: The model folder.
@@ -176,18 +177,54 @@ def dense_resident_bytes(
             None for an unquantized model.
         float_dtype_bytes: Width of the dense floats after loading.
     """
+    return cpu_resident_bytes(
+        model_dir, float_dtype_bytes, packed=False, layer_bits=lambda _: quant_bits
+    )
+
+
+def cpu_resident_bytes(
+    model_dir: Path,
+    float_dtype_bytes: int,
+    *,
+    packed: bool,
+    layer_bits: Callable[[str], int | None],
+) -> int:
+    """Bytes the weights take on the CPU backend, packed or dequantized.
+
+    A packed tensor is a ``uint32`` ``<layer>.weight`` with a ``<layer>.scales``
+    beside it (in any shard). Float tensors (scales and biases among them) are
+    counted at ``float_dtype_bytes``, since the engine upcasts them.
+
+    Args:
+        model_dir: The model folder.
+        float_dtype_bytes: Width of float parameters after loading.
+        packed: True when quantized layers stay packed (the native kernel serves
+            them): their words as stored, their scales and biases at float width.
+            False when they are dequantized to dense floats (scales and biases fold
+            into the dense weight).
+        layer_bits: The bits of a layer (its name without ``.weight``); used to
+            unpack when ``packed`` is False (mixed quantization has several).
+    """
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    headers = [read_header(path) for path in files]
+    names = {name for header, _ in headers for name in header}
     total = 0
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
-        header, data_bytes = read_header(path)
+    for path, (header, data_bytes) in zip(files, headers, strict=True):
         for name, entry in header.items():
             dtype, nbytes = _entry_bytes(path, name, entry, data_bytes)
             base = name.rsplit(".", 1)[0]
-            packed = dtype == "U32" and quant_bits and f"{base}.scales" in header
-            if name.endswith((".scales", ".biases")) and f"{base}.weight" in header:
-                continue  # folded into the dense weight
             elements = nbytes // SAFETENSORS_DTYPE_BYTES[dtype]
-            if packed and quant_bits:
-                total += elements * (32 // quant_bits) * float_dtype_bytes
+            quantized = dtype == "U32" and f"{base}.scales" in names
+            bits = layer_bits(base) if quantized else None
+            if quantized and not packed and bits:
+                # 3/5/6-bit values straddle words: count bits, not words.
+                total += elements * 32 // bits * float_dtype_bytes
+            elif (
+                not packed
+                and name.endswith((".scales", ".biases"))
+                and f"{base}.weight" in names
+            ):
+                continue  # folded into the dense weight
             elif dtype in CONVERTIBLE_FLOAT_DTYPES:
                 total += elements * float_dtype_bytes
             else:

@@ -1,9 +1,12 @@
 """Budget checks that need the engine's view: before a load, and the device limits.
 
 Swapless refuses a model whose weights alone pass the memory budget before loading it
-(on the CPU backend quantized weights are dequantized to float32, so they are counted
-at that size), builds the `DeviceBudget` of a loaded model, and on Metal also sets MLX's
-own memory and wired limits from it (on the CPU backend MLX ignores them).
+(on the CPU backend they are counted as the engine will hold them: packed when the
+native kernel will serve every quantized layer, else dequantized to float32), checks
+the loaded model again with its measured bytes (the kernel's self-test may have failed
+and left float32 weights), builds the `DeviceBudget` of a loaded model, and on Metal
+also sets MLX's own memory and wired limits from it (on the CPU backend MLX ignores
+them).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
 from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.budget.weights_check import check_layers_present
-from app.core.engine.cpu import backend
+from app.core.engine.cpu import backend, native_build
 from app.core.engine.events import ModelInfo
 from app.core.errors import BudgetError, ModelLoadError
 from app.core.files import bounded_read
@@ -76,9 +79,7 @@ def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
         return  # the loader says what is wrong with it
     check_layers_present(folder, config)
     try:
-        estimate = resident_weights_bytes(
-            folder, config, profile_for_backend(backend.uses_metal())
-        )
+        estimate = resident_weights_bytes(folder, config, _profile())
     except ModelLoadError as exc:
         # A model whose memory use cannot be worked out would run with no budget.
         raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
@@ -88,6 +89,13 @@ def check_before_load(folder: str | Path, settings: BudgetSettings) -> None:
     _check_room_for_context(folder, estimate, settings)
 
 
+def _profile():
+    metal = backend.uses_metal()
+    return profile_for_backend(
+        metal, native_kernel=not metal and native_build.available()
+    )
+
+
 def _check_room_for_context(
     folder: Path, weights_bytes: int, settings: BudgetSettings
 ) -> None:
@@ -95,7 +103,7 @@ def _check_room_for_context(
         geometry = read_geometry(folder)
     except ModelLoadError as exc:
         raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
-    act = profile_for_backend(backend.uses_metal()).act_dtype_bytes
+    act = _profile().act_dtype_bytes
     best: int | None = None
     for bits, group in COMPACT_FIRST:
         try:
@@ -129,17 +137,25 @@ def _unknown_geometry(folder: Path, exc: ModelLoadError) -> str:
 
 
 def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget:
-    """Return the budget of a loaded model.
+    """Return the budget of a loaded model, checked with its measured bytes.
+
+    The estimate `check_before_load` judged may have counted packed weights that the
+    engine then widened to float32 (the native kernel's self-test failed): the loaded
+    model's own parameter bytes decide now, and a model that no longer fits is not
+    kept.
 
     Raises:
         ModelLoadError: Its KV geometry cannot be read from config.json (the message
             names the key). The memory promise has no "unknown": such a model is
             not kept loaded.
+        BudgetError: Its measured weights leave no room in the budget.
     """
     try:
         geometry = read_geometry(Path(info.folder))
     except ModelLoadError as exc:
         raise ModelLoadError(_unknown_geometry(Path(info.folder), exc)) from exc
+    check_model_fits(total_memory(), info.weights_bytes, settings)
+    _check_room_for_context(Path(info.folder), info.weights_bytes, settings)
     act_bytes = 4 if info.activation_dtype == "float32" else 2
     return DeviceBudget(
         total_memory=total_memory(),

@@ -305,8 +305,9 @@ def assess(
 ) -> ModelVerdict:
     """Say whether a model folder fits this machine, without loading it.
 
-    The weights are counted as the engine will hold them on this platform (dequantized
-    to float32 on the CPU backend), exactly as ``swapless doctor`` does.
+    The weights are counted as the engine will hold them on this platform (on the CPU
+    backend packed when the native kernel serves every quantized layer, else
+    dequantized to float32), exactly as ``swapless doctor`` does.
 
     Args:
         folder: The model folder.

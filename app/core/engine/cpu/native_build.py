@@ -7,7 +7,15 @@ CMake or nanobind the engine keeps dequantizing to float32. The build is keyed b
 sources and the MLX, nanobind and Python versions, since MLX's C++ API and nanobind's
 internals key change between releases: a stale build is never loaded.
 
-This module does not import MLX, so `swapless doctor` can report the kernel's state.
+The normal setup builds it too, best effort: the Makefile's venv step runs
+``python -m app.core.engine.cpu.native_build --best-effort``, which prints one line and
+never fails; a failed build leaves its reason in ``<cache>/<key>.failed`` for
+`swapless doctor`, and is not retried by the best-effort step until the sources or
+versions change (``make native`` retries). A frozen app carries the module its
+packager built (`bundled_module`) and uses that one.
+
+This module does not import MLX, so `swapless doctor` and the memory budget can know
+the kernel's state.
 """
 
 from __future__ import annotations
@@ -29,6 +37,13 @@ CACHE_ENV = "SWAPLESS_NATIVE_CACHE"
 """Overrides the cache folder (tests point it at a temporary one)."""
 DISABLE_ENV = "SWAPLESS_NATIVE_KERNEL"
 """Set to ``0`` to keep the float32 path even when the kernel is built."""
+SUPPORTED = frozenset({(4, 32), (4, 64), (4, 128), (8, 32), (8, 64), (8, 128)})
+"""(bits, group) pairs of affine quantization the kernel computes; the budget reads
+them too, to count what stays packed."""
+BUNDLE_DIR = "swapless_native"
+"""Folder of a frozen app (beside its Python modules) holding the bundled kernel."""
+FAILED_SUFFIX = ".failed"
+"""``<cache>/<key>.failed`` holds the one-line reason the last build of a key failed."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +83,9 @@ def _version(name: str) -> str:
 def build_key() -> str:
     """A digest of everything the built module depends on."""
     digest = hashlib.sha256()
-    for path in sorted(SOURCE_DIR.iterdir()):
+    # A frozen app carries no sources (its kernel is bundled): the versions still count.
+    sources = sorted(SOURCE_DIR.iterdir()) if SOURCE_DIR.is_dir() else []
+    for path in sources:
         if path.suffix in {".cpp", ".h", ".txt"}:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
@@ -90,15 +107,62 @@ def _module_file(folder: Path) -> Path | None:
     return found[0] if found else None
 
 
+def bundled_module() -> Path | None:
+    """The kernel a frozen app carries (built with the app's own MLX), or None."""
+    root = getattr(sys, "_MEIPASS", None)
+    if not getattr(sys, "frozen", False) or root is None:
+        return None
+    folder = Path(root) / BUNDLE_DIR
+    return _module_file(folder) if folder.is_dir() else None
+
+
+def failure_file() -> Path:
+    """Where a failed build of this key leaves its reason."""
+    return cache_root() / (build_key() + FAILED_SUFFIX)
+
+
+def recorded_failure() -> str | None:
+    """The reason the last build of these sources and versions failed, if one did."""
+    try:
+        text = failure_file().read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text.splitlines()[0] if text else "build failed"
+
+
 def state() -> BuildState:
-    """Whether a kernel built from these sources for these versions exists."""
+    """Whether a kernel built from these sources for these versions exists.
+
+    The reason says, when there is none, why: a recorded failed build, missing tools,
+    or simply not built yet.
+    """
     if sys.platform == "darwin" and platform.machine() == "arm64":
         return BuildState(None, "not used on Apple Silicon (Metal has its own kernels)")
+    if getattr(sys, "frozen", False):
+        bundled = bundled_module()
+        if bundled is None:
+            return BuildState(None, "not bundled with this app")
+        return BuildState(bundled, f"bundled with the app ({bundled.name})")
     folder = cache_root() / build_key()
     path = _module_file(folder) if folder.is_dir() else None
-    if path is None:
-        return BuildState(None, "not built (run `make native`)")
-    return BuildState(path, f"built at {path}")
+    if path is not None:
+        return BuildState(path, f"built at {path}")
+    failed = recorded_failure()
+    if failed is not None:
+        return BuildState(None, f"not built: {failed} (`make native` retries)")
+    missing = missing_tools()
+    if missing:
+        return BuildState(None, "not built: missing " + ", ".join(missing))
+    return BuildState(None, "not built (run `make native`)")
+
+
+def available() -> bool:
+    """Whether the engine will try the kernel: built (or bundled) and not switched off.
+
+    Its self-test on the loaded layers still decides at load time; the budget counts
+    the packed size only for models whose every quantized layer it covers.
+    """
+    return not disabled() and state().path is not None
 
 
 def missing_tools() -> list[str]:
@@ -121,13 +185,36 @@ def build(*, quiet: bool = True) -> BuildState:
         The state after the attempt: a path, or the one-line reason it failed.
     """
     current = state()
-    if current.path is not None or "Apple Silicon" in current.reason:
+    if (
+        current.path is not None
+        or "Apple Silicon" in current.reason
+        or getattr(sys, "frozen", False)
+    ):
         return current
     missing = missing_tools()
     if missing:
         return BuildState(None, "cannot build: missing " + ", ".join(missing))
     target = cache_root() / build_key()
     target.parent.mkdir(parents=True, exist_ok=True)
+    result = _compile(target, quiet=quiet)
+    _record(result)
+    return result
+
+
+def _record(result: BuildState) -> None:
+    """Keep a failed build's reason for the doctor; forget it once a build succeeds."""
+    path = failure_file()
+    try:
+        if result.path is None:
+            path.write_text(result.reason + "\n", encoding="utf-8")
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only cache: the doctor then says "not built" without the why
+
+
+def _compile(target: Path, *, quiet: bool) -> BuildState:
+    """Configure and build into a scratch folder, then move the module to ``target``."""
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as scratch:
         work = Path(scratch)
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -169,8 +256,33 @@ def build(*, quiet: bool = True) -> BuildState:
     return state()
 
 
-def main() -> int:
-    """Build the kernel, printing one line; exit 1 when it could not be built."""
+def main(argv: list[str] | None = None) -> int:
+    """Build the kernel and say how it went.
+
+    ``--best-effort`` (the Makefile's setup step): build quietly, print one line, exit
+    0 whatever happens, and skip a build that already failed for these sources and
+    versions (its reason stays for the doctor). Otherwise (``make native``): show the
+    build's output, retry a failed one, and exit 1 when it could not be built.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    best_effort = "--best-effort" in args
+    if best_effort:
+        try:
+            current = state()
+            failed = recorded_failure()
+            if current.path is None and failed is None:
+                print(
+                    "Building the optional native quantized kernel (minutes; "
+                    "docs/native-kernel.md)...",
+                    flush=True,
+                )
+                current = build(quiet=True)
+            elif current.path is None:
+                current = BuildState(None, f"{failed} (not retried: `make native`)")
+        except Exception as exc:  # never fail the setup over an optional part
+            current = BuildState(None, f"build failed ({type(exc).__name__}: {exc})")
+        print(f"Native quantized kernel: {current.reason}", flush=True)
+        return 0
     if state().path is None:
         print("Building the native quantized kernel (minutes)...", flush=True)
     result = build(quiet=False)

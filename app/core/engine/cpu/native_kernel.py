@@ -26,8 +26,9 @@ KERNEL_ROWS = 256
 longer ones widen the layer for BLAS. MLX's CPU ``dequantize`` is slow (~150 ms for a
 4864x896 4-bit matrix on the loaded 2-core machine), so the kernel's passes win up to
 several hundred rows: 63 rows 51 vs 202 ms, 512 rows 375-437 vs 462 ms there."""
-SUPPORTED = {(4, 32), (4, 64), (4, 128), (8, 32), (8, 64), (8, 128)}
-"""(bits, group) pairs the kernel computes."""
+SUPPORTED = native_build.SUPPORTED
+"""(bits, group) pairs the kernel computes (kept with the MLX-free build code, which
+the memory budget reads)."""
 WIDEN_BYTES = 32 * 2**20
 """Most float32 bytes of one matrix widened at a time for a long input: a large output
 projection (a 151936-row vocabulary) is widened and multiplied in pieces."""
