@@ -72,7 +72,9 @@ def _case(rng, bits: int, group: int, rows: int):
     return x, packed, scales, biases, expected
 
 
-@pytest.mark.parametrize("algebra", [None, True, False], ids=["auto", "algebra", "rebuilt"])
+@pytest.mark.parametrize(
+    "algebra", [None, True, False], ids=["auto", "algebra", "rebuilt"]
+)
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("group", [32, 64, 128])
