@@ -22,16 +22,20 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
   const int groups = j.k / j.g;
   const size_t row_bytes = static_cast<size_t>(j.k) * BITS / 8;
   const uint8_t* wb = reinterpret_cast<const uint8_t*>(j.w);
+  // Accumulators a row: one or two rows need several chains in flight; with more rows
+  // the rows are the independent chains, and one each keeps AVX2's 16 registers from
+  // spilling at 8 rows.
+  constexpr int A = M <= 2 ? 2 * U : 1;
   for (int r = n0; r < n1; ++r) {
     const uint8_t* wr = wb + static_cast<size_t>(r) * row_bytes;
     const float* sr = j.s + static_cast<size_t>(r) * groups;
     const float* br = j.b + static_cast<size_t>(r) * groups;
-    V acc[M][2 * U];
+    V acc[M][A];
     V tot[M];
     for (int row = 0; row < M; ++row) {
       tot[row] = vzero();
-      for (int u = 0; u < 2 * U; ++u) {
-        acc[row][u] = vzero();
+      for (int a = 0; a < A; ++a) {
+        acc[row][a] = vzero();
       }
     }
     for (int gi = 0; gi < groups; ++gi) {
@@ -43,8 +47,10 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
           unpack<BITS, ALG>(wr, c + u, a, lo, hi);
           for (int row = 0; row < M; ++row) {
             const float* xr = j.x + static_cast<size_t>(row) * j.k + (c + u) * kBlock;
-            acc[row][2 * u] = vfma(lo, vload(xr), acc[row][2 * u]);
-            acc[row][2 * u + 1] = vfma(hi, vload(xr + kLanes), acc[row][2 * u + 1]);
+            V& even = acc[row][(2 * u) % A];
+            even = vfma(lo, vload(xr), even);
+            V& odd = acc[row][(2 * u + 1) % A];
+            odd = vfma(hi, vload(xr + kLanes), odd);
           }
         }
       }
@@ -53,9 +59,9 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
         for (int row = 0; row < M; ++row) {
           V dot = acc[row][0];
           acc[row][0] = vzero();
-          for (int u = 1; u < 2 * U; ++u) {
-            dot = vadd(dot, acc[row][u]);
-            acc[row][u] = vzero();
+          for (int a = 1; a < A; ++a) {
+            dot = vadd(dot, acc[row][a]);
+            acc[row][a] = vzero();
           }
           tot[row] = vfma(scale, dot, tot[row]);
         }
@@ -71,8 +77,8 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
         }
       } else {
         V total = acc[row][0];
-        for (int u = 1; u < 2 * U; ++u) {
-          total = vadd(total, acc[row][u]);
+        for (int a = 1; a < A; ++a) {
+          total = vadd(total, acc[row][a]);
         }
         result = vsum(total);
       }
