@@ -97,19 +97,23 @@ def _first_difference(a: list[int], b: list[int]) -> int:
 
 def _interleaved_best(
     fns: dict[str, Callable[[], None]], reps: int
-) -> dict[str, float]:
-    """Best seconds of each timing, taking them in turn ``reps`` times.
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Best wall seconds and best process CPU seconds of each timing, in turn.
 
     In turn rather than one after another: on a shared machine the load swings within
-    seconds, and every variant should see the same swings.
+    seconds, and every variant should see the same swings. CPU seconds leave out the
+    time the process waited for a core, so on a loaded machine they compare
+    single-threaded variants where wall time cannot (they still include memory stalls).
     """
-    best = dict.fromkeys(fns, float("inf"))
+    wall = dict.fromkeys(fns, float("inf"))
+    cpu = dict.fromkeys(fns, float("inf"))
     for _ in range(reps):
         for name, fn in fns.items():
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             fn()
-            best[name] = min(best[name], time.perf_counter() - started)
-    return best
+            wall[name] = min(wall[name], time.perf_counter() - started)
+            cpu[name] = min(cpu[name], time.process_time() - started_cpu)
+    return wall, cpu
 
 
 def l3_bytes() -> int | None:
@@ -189,10 +193,9 @@ def _matrix_speeds(
         for fn in fns.values():
             fn()  # warm: first calls allocate and start the pool's threads
         read_now = limits.read_bandwidth(reps, read_bytes)
-        best = {
-            name: seconds / batch
-            for name, seconds in _interleaved_best(fns, reps).items()
-        }
+        wall, cpu = _interleaved_best(fns, reps)
+        best = {name: seconds / batch for name, seconds in wall.items()}
+        best_cpu = {name: seconds / batch for name, seconds in cpu.items()}
         kernel_s = best["kernel"]
         found.append(
             {
@@ -208,6 +211,12 @@ def _matrix_speeds(
                 "kernel_vs_float32_speed": best["blas"] / kernel_s,
                 "kernel_two_threads_bytes_per_s": read / best["two_threads"],
                 "path_bytes_per_s": {path: read / best[path] for path in paths},
+                # One thread: CPU time is its running time (2 threads would add up).
+                "path_bytes_per_cpu_s": {
+                    path: read / max(best_cpu[path], 1e-9) for path in paths
+                },
+                "kernel_vs_float32_cpu_speed": best_cpu["blas"]
+                / max(best_cpu["kernel"], 1e-9),
                 "read_bytes_per_s_now": read_now,
                 "kernel_vs_read_bandwidth_now": read / kernel_s / read_now,
             }
@@ -326,7 +335,8 @@ def run(ctx: BenchContext) -> PartResult:
     for matrix in found["matrices"]:
         rows, columns = matrix["shape"]
         by_path = ", ".join(
-            f"{path} {speed / 1e9:.2f}"
+            f"{path} {speed / 1e9:.2f} ({matrix['path_bytes_per_cpu_s'][path] / 1e9:.2f} "
+            "per CPU second)"
             for path, speed in matrix["path_bytes_per_s"].items()
         )
         result.rows.append(
@@ -336,7 +346,8 @@ def run(ctx: BenchContext) -> PartResult:
                 f"{matrix['threads']} thread(s) {matrix['kernel_bytes_per_s'] / 1e9:.2f} GB/s; "
                 f"1 thread by path: {by_path}; 2 threads "
                 f"{matrix['kernel_two_threads_bytes_per_s'] / 1e9:.2f}; kernel ÷ float32 BLAS "
-                f"speed {matrix['kernel_vs_float32_speed']:.2f})",
+                f"speed {matrix['kernel_vs_float32_speed']:.2f}, per CPU second "
+                f"{matrix['kernel_vs_float32_cpu_speed']:.2f})",
                 f"{matrix['kernel_vs_read_bandwidth_now']:.2f}",
             )
         )
