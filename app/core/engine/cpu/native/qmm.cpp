@@ -5,15 +5,12 @@
 // per function (target attribute) and entered only when the CPU reports its
 // instructions. Output rows can be split over a persistent pool of threads.
 #include "qmm.h"
+#include "pool.h"
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -274,71 +271,6 @@ void run_rows(Path path, const Job& j, int n0, int n1) {
   }
   return rows_scalar<8>(j, n0, n1);
 }
-
-// Worker threads kept for the life of the process: a call wakes them instead of
-// spawning threads (tens of microseconds each). One call uses the pool at a time; a
-// concurrent call runs on its own thread alone.
-class Pool {
- public:
-  // Runs fn(0) .. fn(parts - 1), fn(0) on the calling thread; returns when all are done.
-  void run(int parts, const std::function<void(int)>& fn) {
-    std::unique_lock<std::mutex> caller(call_mu_, std::try_to_lock);
-    if (!caller.owns_lock() || parts <= 1) {
-      for (int t = 0; t < parts; ++t) {
-        fn(t);
-      }
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (static_cast<int>(workers_.size()) < parts - 1) {
-        const int index = static_cast<int>(workers_.size()) + 1;
-        workers_.emplace_back([this, index] { loop(index); });
-      }
-      job_ = &fn;
-      parts_ = parts;
-      pending_ = parts - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    fn(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
-  }
-
- private:
-  void loop(int index) {
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (index >= parts_) {
-          continue;
-        }
-        job = job_;
-      }
-      (*job)(index);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) {
-        done_.notify_one();
-      }
-    }
-  }
-
-  std::mutex call_mu_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::vector<std::thread> workers_;
-  const std::function<void(int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int parts_ = 0;
-  int pending_ = 0;
-};
 
 Pool& pool() {
   // Never destroyed: its threads wait until the process ends (joining them from a
