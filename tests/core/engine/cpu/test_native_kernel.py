@@ -156,6 +156,40 @@ def test_threads_over_output_rows_give_the_same_result(kernel, path):
         kernel.force_path("auto")
 
 
+def test_two_streams_share_the_thread_pool_safely(kernel):
+    # Two MLX CPU streams (two worker threads) call the kernel at once with 2 pool
+    # threads: one takes the pool, the other runs its rows alone; both stay exact.
+    import threading
+
+    rng = np.random.default_rng(5)
+    weights = mx.array(rng.standard_normal((3073, 1024)).astype(np.float32))
+    packed, scales, biases = mx.quantize(weights, group_size=64, bits=4)
+    xs = [mx.array(rng.standard_normal((2, 1024)).astype(np.float32)) for _ in "ab"]
+    expected = [kernel.quantized_matvec(x, packed, scales, biases, 64, 4) for x in xs]
+    mx.eval(expected)
+    mismatches: list[int] = []
+
+    def work(index: int) -> None:
+        stream = mx.new_stream(mx.cpu)
+        for _ in range(20):
+            with mx.stream(stream):
+                got = kernel.quantized_matvec(xs[index], packed, scales, biases, 64, 4)
+                mx.eval(got)
+            if not mx.array_equal(got, expected[index]).item():
+                mismatches.append(index)
+
+    kernel.set_threads(2)
+    try:
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        kernel.set_threads(1)
+    assert mismatches == []
+
+
 @pytest.mark.parametrize(
     ("columns", "group", "bits", "message"),
     [(128, 64, 3, "bits"), (128, 48, 4, "group"), (96, 64, 4, "columns")],
