@@ -9,12 +9,16 @@ the ratio is the median over pairs, and both texts must agree. Resident weight b
 are the models' parameter bytes. The kernel's own speed is the packed bytes it reads
 (weights, scales, biases) per second on the model's matrix shapes, next to the
 machine's read bandwidth (`limits`) and a float32 one-row matmul of the same matrix
-through MLX's BLAS (today's decode product).
+through MLX's BLAS (today's decode product): on its default path and threads, on each
+SIMD path the CPU has, on 2 threads, by wall and by process CPU time; the matrix larger
+than the last-level cache gives the roofline (kernel GB/s ÷ read bandwidth).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from app.bench.context import BenchContext
@@ -93,13 +97,39 @@ def _first_difference(a: list[int], b: list[int]) -> int:
     return min(len(a), len(b))
 
 
-def _best(fn, reps: int) -> float:
-    best = float("inf")
+def _interleaved_best(
+    fns: dict[str, Callable[[], None]], reps: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Best wall seconds and best process CPU seconds of each timing, in turn.
+
+    In turn rather than one after another: on a shared machine the load swings within
+    seconds, and every variant should see the same swings. CPU seconds leave out the
+    time the process waited for a core, so on a loaded machine they compare
+    single-threaded variants where wall time cannot (they still include memory stalls).
+    """
+    wall = dict.fromkeys(fns, float("inf"))
+    cpu = dict.fromkeys(fns, float("inf"))
     for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
+        for name, fn in fns.items():
+            started, started_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[name] = min(wall[name], time.perf_counter() - started)
+            cpu[name] = min(cpu[name], time.process_time() - started_cpu)
+    return wall, cpu
+
+
+def l3_bytes() -> int | None:
+    """The last-level cache's size from sysfs (Linux), or None where it is not said."""
+    for level in ("index3", "index2"):
+        text = Path(f"/sys/devices/system/cpu/cpu0/cache/{level}/size")
+        try:
+            size = text.read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        if size[-1:] in units and size[:-1].isdigit():
+            return int(size[:-1]) * units[size[-1]]
+    return None
 
 
 def _matrix_speeds(
@@ -107,8 +137,10 @@ def _matrix_speeds(
 ) -> list[dict]:
     """Packed bytes/s of the kernel and float32 bytes/s of BLAS, per matrix shape.
 
-    The machine's read bandwidth is measured again right before each shape: on a
-    shared machine it swings several-fold within minutes.
+    The kernel is timed on its default path and threads, on each SIMD path this CPU
+    has (forced, one thread) and on 2 threads, interleaved with BLAS. The machine's
+    read bandwidth is measured again right before each shape: on a shared machine it
+    swings several-fold within minutes.
     """
     import mlx.core as mx
 
@@ -117,6 +149,9 @@ def _matrix_speeds(
     kernel = native_kernel.load_module()
     assert kernel is not None, "available() checked the build"
     batch = 8  # products per evaluation: one round trip is tens of microseconds
+    threads = kernel.threads()
+    paths = [p for p in kernel.simd_paths() if p != "scalar"]
+    cache = l3_bytes()
     found = []
     for rows, columns in shapes:
         dense = mx.random.normal((rows, columns))
@@ -126,35 +161,64 @@ def _matrix_speeds(
         mx.eval(dense, packed, scales, biases, *xs)
         read = packed.nbytes + scales.nbytes + biases.nbytes
 
-        def kern(packed=packed, scales=scales, biases=biases, xs=xs):
-            mx.eval(
-                [
-                    kernel.quantized_matvec(x, packed, scales, biases, GROUP, BITS)
-                    for x in xs
-                ]
-            )
+        def kern(
+            path="auto",
+            count=threads,
+            packed=packed,
+            scales=scales,
+            biases=biases,
+            xs=xs,
+        ):
+            kernel.force_path(path)
+            kernel.set_threads(count)
+            try:
+                mx.eval(
+                    [
+                        kernel.quantized_matvec(x, packed, scales, biases, GROUP, BITS)
+                        for x in xs
+                    ]
+                )
+            finally:
+                kernel.force_path("auto")
+                kernel.set_threads(threads)
 
         def blas(dense=dense, xs=xs):
             mx.eval([x @ dense.T for x in xs])
 
-        kern(), blas()  # warm: first calls allocate
+        fns: dict[str, Callable[[], None]] = {
+            "kernel": kern,
+            "blas": blas,
+            "two_threads": partial(kern, count=2),
+        }
+        for path in paths:
+            fns[path] = partial(kern, path, 1)
+        for fn in fns.values():
+            fn()  # warm: first calls allocate and start the pool's threads
         read_now = limits.read_bandwidth(reps, read_bytes)
-        kernel_s = _best(kern, reps) / batch
-        blas_s = _best(blas, reps) / batch
-        kernel.set_threads(2)
-        try:
-            two_threads_s = _best(kern, reps) / batch
-        finally:
-            kernel.set_threads(1)
+        wall, cpu = _interleaved_best(fns, reps)
+        best = {name: seconds / batch for name, seconds in wall.items()}
+        best_cpu = {name: seconds / batch for name, seconds in cpu.items()}
+        kernel_s = best["kernel"]
         found.append(
             {
                 "shape": [rows, columns],
+                "path": kernel.simd_path(),
+                "threads": threads,
+                "kernel_read_bytes": read,
+                "fits_in_last_level_cache": None if cache is None else read <= cache,
                 "kernel_us": kernel_s * 1e6,
-                "float32_blas_us": blas_s * 1e6,
+                "float32_blas_us": best["blas"] * 1e6,
                 "kernel_bytes_per_s": read / kernel_s,
-                "float32_bytes_per_s": dense.nbytes / blas_s,
-                "kernel_vs_float32_speed": blas_s / kernel_s,
-                "kernel_two_threads_bytes_per_s": read / two_threads_s,
+                "float32_bytes_per_s": dense.nbytes / best["blas"],
+                "kernel_vs_float32_speed": best["blas"] / kernel_s,
+                "kernel_two_threads_bytes_per_s": read / best["two_threads"],
+                "path_bytes_per_s": {path: read / best[path] for path in paths},
+                # One thread: CPU time is its running time (2 threads would add up).
+                "path_bytes_per_cpu_s": {
+                    path: read / max(best_cpu[path], 1e-9) for path in paths
+                },
+                "kernel_vs_float32_cpu_speed": best_cpu["blas"]
+                / max(best_cpu["kernel"], 1e-9),
                 "read_bytes_per_s_now": read_now,
                 "kernel_vs_read_bandwidth_now": read / kernel_s / read_now,
             }
@@ -240,6 +304,7 @@ def run(ctx: BenchContext) -> PartResult:
         "kernel_weight_bytes": found["kernel_weight_bytes"],
         "float32_weight_bytes": found["float32_weight_bytes"],
         "read_bytes_per_s": read_bw,
+        "last_level_cache_bytes": l3_bytes(),
         "matrices": found["matrices"],
         "ratio": ratios,
     }
@@ -271,14 +336,41 @@ def run(ctx: BenchContext) -> PartResult:
     ]
     for matrix in found["matrices"]:
         rows, columns = matrix["shape"]
+        by_path = ", ".join(
+            f"{path} {speed / 1e9:.2f} ({matrix['path_bytes_per_cpu_s'][path] / 1e9:.2f} "
+            "per CPU second)"
+            for path, speed in matrix["path_bytes_per_s"].items()
+        )
         result.rows.append(
             Row(
                 f"Kernel read bandwidth ÷ machine's measured just before, "
-                f"{rows}×{columns} one-row product (kernel "
-                f"{matrix['kernel_bytes_per_s'] / 1e9:.2f} GB/s, 2 threads "
+                f"{rows}×{columns} one-row product (kernel {matrix['path']}, "
+                f"{matrix['threads']} thread(s) {matrix['kernel_bytes_per_s'] / 1e9:.2f} GB/s; "
+                f"1 thread by path: {by_path}; 2 threads "
                 f"{matrix['kernel_two_threads_bytes_per_s'] / 1e9:.2f}; kernel ÷ float32 BLAS "
-                f"speed {matrix['kernel_vs_float32_speed']:.2f})",
+                f"speed {matrix['kernel_vs_float32_speed']:.2f}, per CPU second "
+                f"{matrix['kernel_vs_float32_cpu_speed']:.2f})",
                 f"{matrix['kernel_vs_read_bandwidth_now']:.2f}",
+            )
+        )
+    roofline = [m for m in found["matrices"] if m["fits_in_last_level_cache"] is False]
+    if roofline:
+        # Only a matrix larger than the last-level cache is read from memory each time;
+        # the smaller ones are served from cache after the first product.
+        top = max(roofline, key=lambda m: m["kernel_read_bytes"])
+        rows, columns = top["shape"]
+        result.figures["roofline"] = {
+            "shape": top["shape"],
+            "kernel_bytes_per_s": top["kernel_bytes_per_s"],
+            "vs_limits_read_bandwidth": top["kernel_bytes_per_s"] / read_bw,
+        }
+        result.rows.append(
+            Row(
+                f"Roofline: kernel GB/s on {rows}×{columns} "
+                f"({top['kernel_read_bytes'] / 2**20:.0f} MiB packed, larger than the "
+                f"{(l3_bytes() or 0) / 2**20:.0f} MiB last-level cache) ÷ read bandwidth "
+                "(limits)",
+                f"{top['kernel_bytes_per_s'] / read_bw:.2f}",
             )
         )
     result.notes.append(

@@ -29,15 +29,35 @@ def kernel():
     module = native_kernel.load_module()
     assert module is not None
     yield module
-    module.force_scalar(False)
+    module.force_path("auto")
+    module.force_algebra(None)
+    module.set_threads(1)
 
 
-def _cpu_has_avx2() -> bool:
+def _cpu_flags() -> set[str]:
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return " avx2" in flags and " fma" in flags
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def _expected_paths() -> list[str]:
+    flags = _cpu_flags()
+    paths = []
+    if {"avx2", "fma"} <= flags:
+        if "avx512f" in flags:
+            paths.append("avx512")
+        paths.append("avx2")
+    return [*paths, "scalar"]
+
+
+# Every path this CPU can run is checked, not only the one it picks: an AVX-512 machine
+# also tests the AVX2 loop that machines without AVX-512 take, and the scalar fallback.
+PATHS = ["avx512", "avx2", "scalar"]
 
 
 def _case(rng, bits: int, group: int, rows: int):
@@ -52,12 +72,18 @@ def _case(rng, bits: int, group: int, rows: int):
     return x, packed, scales, biases, expected
 
 
-@pytest.mark.parametrize("scalar", [False, True], ids=["dispatched", "scalar"])
+@pytest.mark.parametrize(
+    "algebra", [None, True, False], ids=["auto", "algebra", "rebuilt"]
+)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("group", [32, 64, 128])
-def test_matches_mlx_on_random_shapes(kernel, scalar, bits, group):
-    rng = np.random.default_rng(bits * 1000 + group + scalar)
-    kernel.force_scalar(scalar)
+def test_matches_mlx_on_random_shapes(kernel, path, algebra, bits, group):
+    if path not in kernel.simd_paths():
+        pytest.skip(f"this CPU has no {path} path")
+    rng = np.random.default_rng(bits * 1000 + group + PATHS.index(path))
+    kernel.force_path(path)
+    kernel.force_algebra(algebra)
     try:
         for rows in (1, 2, 3, 4, 5, 8, 11):
             x, packed, scales, biases, expected = _case(rng, bits, group, rows)
@@ -67,16 +93,30 @@ def test_matches_mlx_on_random_shapes(kernel, scalar, bits, group):
             bound = 1e-5 * (1.0 + float(mx.abs(expected).max())) * x.shape[-1] ** 0.5
             assert float(mx.abs(got - expected).max()) <= bound, (rows, x.shape)
     finally:
-        kernel.force_scalar(False)
+        kernel.force_path("auto")
+        kernel.force_algebra(None)
 
 
-def test_the_cpu_picks_its_vector_path_and_the_switch_forces_scalar(kernel):
-    assert kernel.simd_path() == ("avx2" if _cpu_has_avx2() else "scalar")
-    kernel.force_scalar(True)
+def test_the_cpu_picks_its_fastest_path_and_each_can_be_forced(kernel):
+    assert kernel.simd_paths() == _expected_paths()
+    assert kernel.simd_path() == _expected_paths()[0]
     try:
+        for path in kernel.simd_paths():
+            kernel.force_path(path)
+            assert kernel.simd_path() == path
+        kernel.force_scalar(True)
         assert kernel.simd_path() == "scalar"
-    finally:
         kernel.force_scalar(False)
+        assert kernel.simd_path() == _expected_paths()[0]
+    finally:
+        kernel.force_path("auto")
+
+
+def test_forcing_a_path_this_cpu_lacks_or_an_unknown_one_raises(kernel):
+    for name in {"avx512", "avx2", "neon"} - set(kernel.simd_paths()):
+        with pytest.raises(ValueError, match=name):
+            kernel.force_path(name)
+    assert kernel.simd_path() == _expected_paths()[0]
 
 
 def test_leading_dimensions_and_dtype_follow_the_input(kernel):
@@ -92,20 +132,62 @@ def test_leading_dimensions_and_dtype_follow_the_input(kernel):
     )
 
 
-def test_threads_over_output_rows_give_the_same_result(kernel):
+@pytest.mark.parametrize("path", PATHS)
+def test_threads_over_output_rows_give_the_same_result(kernel, path):
+    if path not in kernel.simd_paths():
+        pytest.skip(f"this CPU has no {path} path")
     rng = np.random.default_rng(3)
-    weights = mx.array(rng.standard_normal((2048, 1024)).astype(np.float32))
+    # 3073 output rows (3 threads have enough weights): the slices are unequal.
+    weights = mx.array(rng.standard_normal((3073, 1024)).astype(np.float32))
     packed, scales, biases = mx.quantize(weights, group_size=64, bits=4)
     x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))
-    one = kernel.quantized_matvec(x, packed, scales, biases, 64, 4)
-    mx.eval(one)
-    kernel.set_threads(2)
+    kernel.force_path(path)
     try:
-        two = kernel.quantized_matvec(x, packed, scales, biases, 64, 4)
-        mx.eval(two)
+        one = kernel.quantized_matvec(x, packed, scales, biases, 64, 4)
+        mx.eval(one)
+        for threads in (2, 3, 2):  # the pool grows, then serves fewer parts
+            kernel.set_threads(threads)
+            for _ in range(3):  # the same pool threads, woken again
+                many = kernel.quantized_matvec(x, packed, scales, biases, 64, 4)
+                mx.eval(many)
+                assert mx.array_equal(one, many)
     finally:
         kernel.set_threads(1)
-    assert mx.array_equal(one, two)
+        kernel.force_path("auto")
+
+
+def test_two_streams_share_the_thread_pool_safely(kernel):
+    # Two MLX CPU streams (two worker threads) call the kernel at once with 2 pool
+    # threads: one takes the pool, the other runs its rows alone; both stay exact.
+    import threading
+
+    rng = np.random.default_rng(5)
+    weights = mx.array(rng.standard_normal((3073, 1024)).astype(np.float32))
+    packed, scales, biases = mx.quantize(weights, group_size=64, bits=4)
+    xs = [mx.array(rng.standard_normal((2, 1024)).astype(np.float32)) for _ in "ab"]
+    expected = [kernel.quantized_matvec(x, packed, scales, biases, 64, 4) for x in xs]
+    mx.eval(expected)
+    mismatches: list[int] = []
+
+    def work(index: int) -> None:
+        stream = mx.new_stream(mx.cpu)
+        for _ in range(20):
+            with mx.stream(stream):
+                got = kernel.quantized_matvec(xs[index], packed, scales, biases, 64, 4)
+                mx.eval(got)
+            if not mx.array_equal(got, expected[index]).item():
+                mismatches.append(index)
+
+    kernel.set_threads(2)
+    try:
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        kernel.set_threads(1)
+    assert mismatches == []
 
 
 @pytest.mark.parametrize(

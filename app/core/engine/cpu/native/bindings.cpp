@@ -1,7 +1,9 @@
 // The Python face of the kernel: one op and the switches the tests and bench use.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
 
 #include "qmm.h"
 
@@ -22,8 +24,19 @@ NB_MODULE(_swapless_qmm, m) {
       nb::kw_only(),
       "stream"_a = nb::none(),
       "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
-  m.def("simd_path", &swapless::simd_path, "The path this CPU takes: avx2 or scalar.");
+  m.def("simd_path", &swapless::simd_path, "The path taken now: avx512, avx2 or scalar.");
+  m.def("simd_paths", &swapless::simd_paths, "The paths this CPU can run, fastest first.");
+  m.def(
+      "force_path",
+      &swapless::force_path,
+      "name"_a,
+      "Force a path (avx512, avx2, scalar) or 'auto'; ValueError if the CPU lacks it.");
   m.def("force_scalar", &swapless::force_scalar, "on"_a, "Force the scalar path.");
+  m.def(
+      "force_algebra",
+      &swapless::force_algebra,
+      "on"_a.none(),
+      "The per-group algebra on the SIMD paths: on, off, or None (default: off).");
   m.def("set_threads", &swapless::set_threads, "n"_a, "Threads over output rows.");
   m.def("threads", &swapless::threads, "Threads over output rows.");
 }

@@ -1,15 +1,16 @@
-// The quantized product: an AVX2+FMA path chosen at run time, a portable scalar path.
+// The quantized product: AVX-512 and AVX2+FMA paths chosen at run time, a scalar path.
 //
-// Both widen one group's packed words in registers to q * scale + bias (exactly the
-// dequantized weight) and multiply it into the input rows, so the result matches
-// x @ dequantize(w).T up to float32 summation order. No -march flag: the AVX2 code is
-// compiled per function (target attribute) and entered only when the CPU reports it.
+// All of them compute x @ dequantize(w).T up to float32 summation order, from the
+// packed words, widened in registers only. No -march flag: each SIMD path is compiled
+// per function (target attribute) and entered only when the CPU reports its
+// instructions. Output rows can be split over a persistent pool of threads.
 #include "qmm.h"
+#include "pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,208 +25,307 @@ namespace swapless {
 
 namespace {
 
-std::atomic<bool> g_force_scalar{false};
+enum Path : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+std::atomic<int> g_forced_path{-1};  // -1: the best this CPU has
+std::atomic<int> g_algebra{-1};  // 1: the SIMD paths use the algebra (see run_rows)
 std::atomic<int> g_threads{1};
 
-// Below this many weights a second thread costs more to start than it saves.
+// Below this many weights per thread, waking another thread costs more than it saves.
 constexpr long kMinWeightsPerThread = 1L << 20;
 
+// One call's operands. For the 4-bit SIMD paths `x` is the reordered copy (see
+// prepare); `xsum` holds the per-group sums of each input row.
+struct Job {
+  const float* x;
+  const float* xsum;
+  const uint32_t* w;
+  const float* s;
+  const float* b;
+  float* out;
+  int m;
+  int n;
+  int k;
+  int g;
+  int bits;
+};
+
+// The algebra s * dot(x, q) + b * sum(x) per group: the scalar loop never rebuilds a
+// weight, it multiplies the unpacked integer into x.
 template <int BITS>
-void rows_scalar(
-    const float* x,
-    const uint32_t* w,
-    const float* s,
-    const float* b,
-    float* out,
-    int m,
-    int n0,
-    int n1,
-    int n,
-    int k,
-    int g) {
+void rows_scalar(const Job& j, int n0, int n1) {
   constexpr int per_word = 32 / BITS;
   constexpr uint32_t mask = (1u << BITS) - 1u;
-  const int words_per_row = k / per_word;
-  const int groups = k / g;
+  const int words_per_row = j.k / per_word;
+  const int groups = j.k / j.g;
   for (int r = n0; r < n1; ++r) {
-    const uint32_t* wr = w + static_cast<size_t>(r) * words_per_row;
-    const float* sr = s + static_cast<size_t>(r) * groups;
-    const float* br = b + static_cast<size_t>(r) * groups;
-    for (int row = 0; row < m; ++row) {
-      const float* xr = x + static_cast<size_t>(row) * k;
+    const uint32_t* wr = j.w + static_cast<size_t>(r) * words_per_row;
+    const float* sr = j.s + static_cast<size_t>(r) * groups;
+    const float* br = j.b + static_cast<size_t>(r) * groups;
+    for (int row = 0; row < j.m; ++row) {
+      const float* xr = j.x + static_cast<size_t>(row) * j.k;
+      const float* xs = j.xsum + static_cast<size_t>(row) * groups;
       float acc = 0.0f;
       for (int gi = 0; gi < groups; ++gi) {
-        const float scale = sr[gi];
-        const float bias = br[gi];
-        for (int j = gi * g; j < (gi + 1) * g; ++j) {
-          const uint32_t q = (wr[j / per_word] >> ((j % per_word) * BITS)) & mask;
-          acc += (static_cast<float>(q) * scale + bias) * xr[j];
+        float dot = 0.0f;
+        for (int e = gi * j.g; e < (gi + 1) * j.g; ++e) {
+          const uint32_t q = (wr[e / per_word] >> ((e % per_word) * BITS)) & mask;
+          dot += static_cast<float>(q) * xr[e];
         }
+        acc += sr[gi] * dot + br[gi] * xs[gi];
       }
-      out[static_cast<size_t>(row) * n + r] = acc;
+      j.out[static_cast<size_t>(row) * j.n + r] = acc;
     }
   }
 }
 
 #ifdef SWAPLESS_X86
 
-// Eight consecutive quantized values (one "octet") as floats.
-template <int BITS>
-__attribute__((target("avx2,fma"))) inline __m256 octet(const uint32_t* wr, int o) {
-  if constexpr (BITS == 4) {
-    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    __m256i v = _mm256_set1_epi32(static_cast<int>(wr[o]));
-    v = _mm256_and_si256(_mm256_srlv_epi32(v, shifts), _mm256_set1_epi32(0xF));
-    return _mm256_cvtepi32_ps(v);
-  } else {
-    // Little-endian: byte j of the row is element j (8 bits, 4 to a word).
-    const __m128i bytes = _mm_loadl_epi64(
-        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(wr) + 8 * o));
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-  }
-}
+namespace avx2 {
 
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+#define SWAPLESS_TARGET __attribute__((target("avx2,fma")))
+using V = __m256;
+constexpr int kLanes = 8;
+
+SWAPLESS_TARGET inline V vzero() { return _mm256_setzero_ps(); }
+SWAPLESS_TARGET inline V vload(const float* p) { return _mm256_loadu_ps(p); }
+SWAPLESS_TARGET inline V vset1(float f) { return _mm256_set1_ps(f); }
+SWAPLESS_TARGET inline V vfma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+SWAPLESS_TARGET inline V vadd(V a, V b) { return _mm256_add_ps(a, b); }
+SWAPLESS_TARGET inline float vsum(V v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
   lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
   return _mm_cvtss_f32(lo);
 }
 
-// M input rows at once. With few rows, U independent accumulators per row keep the
-// FMA pipeline full (its latency is 4 cycles, two issue per cycle).
-template <int BITS, int M>
-__attribute__((target("avx2,fma"))) void rows_avx2(
-    const float* x,
-    const uint32_t* w,
-    const float* s,
-    const float* b,
-    float* out,
-    int n0,
-    int n1,
-    int n,
-    int k,
-    int g) {
-  constexpr int U = M >= 4 ? 1 : 4 / M;
-  const int words_per_row = k * BITS / 32;
-  const int groups = k / g;
-  const int octets_per_group = g / 8;  // 4, 8 or 16: a multiple of U
-  for (int r = n0; r < n1; ++r) {
-    const uint32_t* wr = w + static_cast<size_t>(r) * words_per_row;
-    const float* sr = s + static_cast<size_t>(r) * groups;
-    const float* br = b + static_cast<size_t>(r) * groups;
-    __m256 acc[M][U];
-    for (int row = 0; row < M; ++row) {
-      for (int u = 0; u < U; ++u) {
-        acc[row][u] = _mm256_setzero_ps();
-      }
-    }
-    for (int gi = 0; gi < groups; ++gi) {
-      const __m256 scale = _mm256_set1_ps(sr[gi]);
-      const __m256 bias = _mm256_set1_ps(br[gi]);
-      const int first = gi * octets_per_group;
-      for (int o = first; o < first + octets_per_group; o += U) {
-        for (int u = 0; u < U; ++u) {
-          const __m256 wv = _mm256_fmadd_ps(octet<BITS>(wr, o + u), scale, bias);
-          for (int row = 0; row < M; ++row) {
-            const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(row) * k + 8 * (o + u));
-            acc[row][u] = _mm256_fmadd_ps(wv, xv, acc[row][u]);
-          }
-        }
-      }
-    }
-    for (int row = 0; row < M; ++row) {
-      __m256 total = acc[row][0];
-      for (int u = 1; u < U; ++u) {
-        total = _mm256_add_ps(total, acc[row][u]);
-      }
-      out[static_cast<size_t>(row) * n + r] = hsum(total);
+struct Affine {
+  V s;
+  V b;
+};
+
+template <int BITS, bool ALG>
+SWAPLESS_TARGET inline Affine affine(float s, float b) {
+  return {vset1(s), vset1(b)};
+}
+
+// Block c: 16 weights. 4 bits: 8 bytes widened to 8 lanes, low nibbles then high.
+template <int BITS, bool ALG>
+SWAPLESS_TARGET inline void unpack(const uint8_t* wr, int c, const Affine& a, V& lo, V& hi) {
+  if constexpr (BITS == 4) {
+    const __m256i v = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wr + 8 * c)));
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+  } else {
+    const __m128i* p = reinterpret_cast<const __m128i*>(wr + 16 * c);
+    lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p)));
+    hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(wr + 16 * c + 8))));
+  }
+  if constexpr (!ALG) {
+    lo = vfma(lo, a.s, a.b);
+    hi = vfma(hi, a.s, a.b);
+  }
+}
+
+#include "qmm_rows.h"
+#undef SWAPLESS_TARGET
+
+}  // namespace avx2
+
+namespace avx512 {
+
+#define SWAPLESS_TARGET __attribute__((target("avx512f")))
+using V = __m512;
+constexpr int kLanes = 16;
+
+SWAPLESS_TARGET inline V vzero() { return _mm512_setzero_ps(); }
+SWAPLESS_TARGET inline V vload(const float* p) { return _mm512_loadu_ps(p); }
+SWAPLESS_TARGET inline V vset1(float f) { return _mm512_set1_ps(f); }
+SWAPLESS_TARGET inline V vfma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+SWAPLESS_TARGET inline V vadd(V a, V b) { return _mm512_add_ps(a, b); }
+SWAPLESS_TARGET inline float vsum(V v) { return _mm512_reduce_add_ps(v); }
+
+// 4 bits: a 16-entry table, q -> q (ALG) or q * s + b, looked up with vpermps (which
+// reads only the low 4 bits of each lane: no mask). 8 bits: the scale and bias.
+struct Affine {
+  V table;
+  V s;
+  V b;
+};
+
+template <int BITS, bool ALG>
+SWAPLESS_TARGET inline Affine affine(float s, float b) {
+  const V q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  if constexpr (BITS == 4) {
+    return {ALG ? q : vfma(q, vset1(s), vset1(b)), q, q};
+  } else {
+    return {q, vset1(s), vset1(b)};
+  }
+}
+
+// Block c: 32 weights. 4 bits: 16 bytes widened to 16 lanes, low nibbles then high.
+template <int BITS, bool ALG>
+SWAPLESS_TARGET inline void unpack(const uint8_t* wr, int c, const Affine& a, V& lo, V& hi) {
+  if constexpr (BITS == 4) {
+    const __m512i v = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + 16 * c)));
+    lo = _mm512_permutexvar_ps(v, a.table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), a.table);
+  } else {
+    const uint8_t* p = wr + 32 * c;
+    lo = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    hi = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+    if constexpr (!ALG) {
+      lo = vfma(lo, a.s, a.b);
+      hi = vfma(hi, a.s, a.b);
     }
   }
 }
 
-template <int BITS>
-void rows_avx2_any(
-    const float* x,
-    const uint32_t* w,
-    const float* s,
-    const float* b,
-    float* out,
-    int m,
-    int n0,
-    int n1,
-    int n,
-    int k,
-    int g) {
-  switch (m) {
-    case 1: return rows_avx2<BITS, 1>(x, w, s, b, out, n0, n1, n, k, g);
-    case 2: return rows_avx2<BITS, 2>(x, w, s, b, out, n0, n1, n, k, g);
-    case 3: return rows_avx2<BITS, 3>(x, w, s, b, out, n0, n1, n, k, g);
-    case 4: return rows_avx2<BITS, 4>(x, w, s, b, out, n0, n1, n, k, g);
-    case 5: return rows_avx2<BITS, 5>(x, w, s, b, out, n0, n1, n, k, g);
-    case 6: return rows_avx2<BITS, 6>(x, w, s, b, out, n0, n1, n, k, g);
-    case 7: return rows_avx2<BITS, 7>(x, w, s, b, out, n0, n1, n, k, g);
-    default: return rows_avx2<BITS, 8>(x, w, s, b, out, n0, n1, n, k, g);
-  }
-}
+#include "qmm_rows.h"
+#undef SWAPLESS_TARGET
 
-bool cpu_has_avx2() {
-  static const bool has = [] {
+}  // namespace avx512
+
+bool cpu_has(Path path) {
+  static const bool avx2 = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  return has;
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return avx2 && __builtin_cpu_supports("avx512f");
+  }();
+  return path == kScalar || (path == kAvx2 && avx2) || (path == kAvx512 && avx512);
 }
 
 #else
 
-bool cpu_has_avx2() {
-  return false;
+bool cpu_has(Path path) {
+  return path == kScalar;
 }
 
 #endif
 
-bool use_avx2() {
-  return !g_force_scalar.load() && cpu_has_avx2();
+Path best_path() {
+  return cpu_has(kAvx512) ? kAvx512 : cpu_has(kAvx2) ? kAvx2 : kScalar;
 }
 
-// Output rows [n0, n1) for up to kMaxRows input rows.
-void rows(
-    const float* x,
-    const uint32_t* w,
-    const float* s,
-    const float* b,
-    float* out,
-    int m,
-    int n0,
-    int n1,
-    int n,
-    int k,
-    int g,
-    int bits,
-    bool avx2) {
-#ifdef SWAPLESS_X86
-  if (avx2) {
-    if (bits == 4) {
-      return rows_avx2_any<4>(x, w, s, b, out, m, n0, n1, n, k, g);
+Path current_path() {
+  const int forced = g_forced_path.load();
+  return forced < 0 ? best_path() : static_cast<Path>(forced);
+}
+
+int lanes(Path path) {
+  return path == kAvx512 ? 16 : path == kAvx2 ? 8 : 0;
+}
+
+// Per-group sums of x and, for 4 bits on a SIMD path, x reordered per block of
+// 2 * lanes so it lines up with the unpacked nibbles: even elements, then odd ones.
+// Done once per call; every output row reuses it.
+void prepare(const float* x, int m, int k, int g, int bits, int lane_count, float* xp,
+             float* xsum) {
+  const int groups = k / g;
+  for (int row = 0; row < m; ++row) {
+    const float* xr = x + static_cast<size_t>(row) * k;
+    for (int gi = 0; gi < groups; ++gi) {
+      float sum = 0.0f;
+      for (int e = gi * g; e < (gi + 1) * g; ++e) {
+        sum += xr[e];
+      }
+      xsum[static_cast<size_t>(row) * groups + gi] = sum;
     }
-    return rows_avx2_any<8>(x, w, s, b, out, m, n0, n1, n, k, g);
+    if (bits == 4 && lane_count > 0) {
+      float* dst = xp + static_cast<size_t>(row) * k;
+      const int block = 2 * lane_count;
+      for (int c = 0; c < k; c += block) {
+        for (int i = 0; i < lane_count; ++i) {
+          dst[c + i] = xr[c + 2 * i];
+          dst[c + lane_count + i] = xr[c + 2 * i + 1];
+        }
+      }
+    }
+  }
+}
+
+void run_rows(Path path, const Job& j, int n0, int n1) {
+  // The algebra only when forced: on Zen 4 rebuilding each block (for 4 bits on
+  // AVX-512, a table lookup of q * s + b) was as fast or faster for 1-2 rows at groups
+  // 64 and 128, as the algebra's per-group reduction of its accumulators costs what it
+  // saves (docs/native-kernel.md). The scalar loop always uses it.
+  const bool alg = g_algebra.load() == 1;
+#ifdef SWAPLESS_X86
+  if (path == kAvx512) {
+    return avx512::rows(j, n0, n1, alg);
+  }
+  if (path == kAvx2) {
+    return avx2::rows(j, n0, n1, alg);
   }
 #endif
-  if (bits == 4) {
-    return rows_scalar<4>(x, w, s, b, out, m, n0, n1, n, k, g);
+  if (j.bits == 4) {
+    return rows_scalar<4>(j, n0, n1);
   }
-  return rows_scalar<8>(x, w, s, b, out, m, n0, n1, n, k, g);
+  return rows_scalar<8>(j, n0, n1);
+}
+
+Pool& pool() {
+  // Never destroyed: its threads wait until the process ends (joining them from a
+  // static destructor at interpreter exit could deadlock).
+  static Pool* instance = new Pool();
+  return *instance;
 }
 
 }  // namespace
 
 const char* simd_path() {
-  return use_avx2() ? "avx2" : "scalar";
+  switch (current_path()) {
+    case kAvx512: return "avx512";
+    case kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+std::vector<std::string> simd_paths() {
+  std::vector<std::string> found;
+  for (Path p : {kAvx512, kAvx2, kScalar}) {
+    if (cpu_has(p)) {
+      found.emplace_back(p == kAvx512 ? "avx512" : p == kAvx2 ? "avx2" : "scalar");
+    }
+  }
+  return found;
+}
+
+void force_path(const std::string& name) {
+  Path path;
+  if (name == "auto") {
+    g_forced_path.store(-1);
+    return;
+  } else if (name == "avx512") {
+    path = kAvx512;
+  } else if (name == "avx2") {
+    path = kAvx2;
+  } else if (name == "scalar") {
+    path = kScalar;
+  } else {
+    throw std::invalid_argument(
+        "force_path: '" + name + "' is not one of auto, avx512, avx2, scalar");
+  }
+  if (!cpu_has(path)) {
+    throw std::invalid_argument("force_path: this CPU has no " + name + " path");
+  }
+  g_forced_path.store(path);
 }
 
 void force_scalar(bool on) {
-  g_force_scalar.store(on);
+  g_forced_path.store(on ? kScalar : -1);
+}
+
+void force_algebra(std::optional<bool> on) {
+  g_algebra.store(on.has_value() ? static_cast<int>(*on) : -1);
 }
 
 void set_threads(int n) {
@@ -247,32 +347,34 @@ void qmm_f32(
     int k,
     int group_size,
     int bits) {
-  const bool avx2 = use_avx2();
-  long wanted = static_cast<long>(n) * k / kMinWeightsPerThread;
-  int workers = static_cast<int>(std::min<long>(g_threads.load(), std::max<long>(wanted, 1)));
+  const Path path = current_path();
+  const long wanted = static_cast<long>(n) * k / kMinWeightsPerThread;
+  const int workers =
+      static_cast<int>(std::min<long>(g_threads.load(), std::max<long>(wanted, 1)));
+  const int groups = k / group_size;
+  const int rows_now = std::min(kMaxRows, m);
+  std::vector<float> xsum(static_cast<size_t>(rows_now) * groups);
+  const bool reorder = bits == 4 && path != kScalar;
+  std::vector<float> xp(reorder ? static_cast<size_t>(rows_now) * k : 0);
   for (int m0 = 0; m0 < m; m0 += kMaxRows) {
     const int mm = std::min(kMaxRows, m - m0);
     const float* xs = x + static_cast<size_t>(m0) * k;
-    float* os = out + static_cast<size_t>(m0) * n;
+    prepare(xs, mm, k, group_size, bits, lanes(path), xp.data(), xsum.data());
+    const Job job{reorder ? xp.data() : xs, xsum.data(), w, scales, biases,
+                  out + static_cast<size_t>(m0) * n, mm, n, k, group_size, bits};
     if (workers <= 1) {
-      rows(xs, w, scales, biases, os, mm, 0, n, n, k, group_size, bits, avx2);
+      run_rows(path, job, 0, n);
       continue;
     }
     // Contiguous row slices: each thread streams its own stretch of the weights.
-    std::vector<std::thread> pool;
     const int step = (n + workers - 1) / workers;
-    for (int t = 1; t < workers; ++t) {
+    pool().run(workers, [&](int t) {
       const int n0 = t * step;
       const int n1 = std::min(n, n0 + step);
       if (n0 < n1) {
-        pool.emplace_back(
-            rows, xs, w, scales, biases, os, mm, n0, n1, n, k, group_size, bits, avx2);
+        run_rows(path, job, n0, n1);
       }
-    }
-    rows(xs, w, scales, biases, os, mm, 0, std::min(n, step), n, k, group_size, bits, avx2);
-    for (auto& th : pool) {
-      th.join();
-    }
+    });
   }
 }
 

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "mlx/ops.h"
 #include "mlx/primitives.h"
@@ -29,13 +32,25 @@ mx::array quantized_matvec(
     int bits,
     mx::StreamOrDevice s = {});
 
-// Which path the kernel takes on this CPU: "avx2" or "scalar".
+// Which path the kernel takes now: "avx512", "avx2" or "scalar".
 const char* simd_path();
 
-// Forces the scalar path (tests compare both on one machine).
+// The paths this CPU can run, fastest first.
+std::vector<std::string> simd_paths();
+
+// Forces a path ("avx512", "avx2", "scalar"), or "auto" for the best this CPU has;
+// std::invalid_argument for a name this CPU cannot run. Tests compare every path.
+void force_path(const std::string& name);
+
+// Forces the scalar path, or back to the best (the first switch; kept for callers).
 void force_scalar(bool on);
 
-// Rows of the output split across this many threads (1 = the calling worker only).
+// The algebra s * dot(x, q) + b * sum(x) per group on the SIMD paths: forced on, off, or
+// (nullopt) the default, off: it measured no faster there. The scalar path always uses it.
+void force_algebra(std::optional<bool> on);
+
+// Rows of the output split across this many threads (1 = the calling worker only),
+// taken from a pool that lives as long as the process.
 void set_threads(int n);
 int threads();
 
