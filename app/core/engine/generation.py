@@ -6,7 +6,8 @@ the boundaries where the cache's bounded entries (sliding windows, recurrent sta
 checkpointed, and the full-attention entries are quantized after every chunk by
 `ConversationCache.quantize`, which leaves the bounded ones alone (``generate_step``'s
 own ``kv_bits`` would call ``RotatingKVCache.to_quantized``, which raises). Only the
-last prompt token goes through ``generate_step``, which then decodes.
+last prompt token goes through the decode loop (`decode_steps`, ``generate_step``'s
+loop without the log-probabilities the engine never reads), which then decodes.
 
 The cache is left consistent whatever happens: after a normal finish, a cancel (checked
 after every token and between prefill chunks) or an exception, its recorded token ids
@@ -21,13 +22,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import mlx.core as mx
-from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from app.core.engine.cache.conversation_cache import (
     ConversationCache,
     common_prefix_length,
 )
+from app.core.engine.decode_steps import decode_steps
 from app.core.engine.events import FinishReason, GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
 from app.core.engine.reasoning_stream import (
@@ -198,9 +199,8 @@ def run_turn(
         if is_cancelled():
             raise _Cancelled
 
-    def on_last_token(processed: int, count: int) -> None:
-        # generate_step reports (0, 1) before and (1, 1) after the last prompt token.
-        if processed >= count and not prefill_done_at:
+    def on_prompt_done() -> None:
+        if not prefill_done_at:
             prefill_done_at.append(time.perf_counter())
             emit(PrefillProgress(processed=total, total=total))
 
@@ -263,27 +263,26 @@ def run_turn(
         )
         pending = prompt_ids[-1:]
         while pending:
-            steps = generate_step(
-                mx.array(pending),
+            steps = decode_steps(
                 loaded.model,
+                pending,
+                cache.layers,
+                sampler,
                 max_tokens=sampling.max_tokens - len(generated),
-                sampler=sampler,
-                prompt_cache=cache.layers,
-                prefill_step_size=PREFILL_STEP,
-                prompt_progress_callback=on_last_token,
                 logits_processors=logits_processors,
+                on_first=on_prompt_done,
             )
             pending = []
-            for token, _ in steps:
+            for token in steps:
                 if first_token_at is None:
                     first_token_at = time.perf_counter()
-                # Between tokens: generate_step reads the same list on its next step.
+                # Between tokens: the next step reads the same list.
                 cache.quantize()
-                generated.append(int(token))
+                generated.append(token)
                 if token in eos_ids:
                     finish = "stop"
                     break
-                router.add(int(token))
+                router.add(token)
                 if is_cancelled():
                     finish = "cancelled"
                     break
