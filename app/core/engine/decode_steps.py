@@ -15,7 +15,7 @@ previous one, and processors see every token from the first input on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
@@ -33,7 +33,7 @@ def decode_steps(
     max_tokens: int,
     logits_processors: list | None = None,
     on_first: Callable[[], None] = lambda: None,
-) -> Iterator[int]:
+) -> Generator[int, None, None]:
     """Yield up to ``max_tokens`` token ids generated after ``inputs``.
 
     Args:
@@ -88,7 +88,7 @@ def decode_steps(
                 # The last token is fed too, so the cache holds the whole reply (the
                 # next turn starts after it); its logits are never computed.
                 model(current[None], cache=layers)
-            token = int(current.item())
+            token = int(current.item())  # type: ignore[arg-type]
             if produced == 0:
                 on_first()
             yield token
