@@ -8,8 +8,8 @@ after a prompt is in the cache, each step is taken apart and timed with
 - the forward pass: evaluating those logits (MLX's CPU work, weight products included);
 - the weight products alone: every linear layer and the output projection on one row,
   evaluated in one graph (what the native kernel, or BLAS, computes in a step);
-- sampling: greedy ``argmax`` of the logits, as the engine's decode loop does, and the
-  ``logsumexp`` + ``argmax`` of mlx-lm's ``generate_step``, which the engine used before.
+- sampling: greedy ``argmax`` of the logits, as the engine's decode loop does, and
+  the ``logsumexp`` + ``argmax`` of mlx-lm's ``generate_step`` (the engine's before).
 
 In the real loop building the next step overlaps the current step's computation
 (``mx.async_eval``), so the parts do not add up to the engine's time per token; what is
