@@ -47,7 +47,8 @@ def _row_for(module) -> int:
     target = getattr(module, "__self__", module)
     width = target.weight.shape[-1]
     bits = getattr(target, "bits", None)
-    return width * 32 // bits if isinstance(target, nn.QuantizedLinear) else width
+    quantized = isinstance(target, nn.QuantizedLinear | nn.QuantizedEmbedding)
+    return width * 32 // bits if quantized else width
 
 
 def _products_graph(calls: list, rows: dict[int, mx.array]) -> list[mx.array]:
