@@ -12,9 +12,9 @@ after a prompt is in the cache, each step is taken apart and timed with
   the ``logsumexp`` + ``argmax`` of mlx-lm's ``generate_step`` (the engine's before).
 
 In the real loop building the next step overlaps the current step's computation
-(``mx.async_eval``), so the parts do not add up to the engine's time per token; what is
-left of that time after the forward pass and the sampler is the engine's own loop
-(events, cancel checks, the detokenizer, the hop to the consumer's thread).
+(``mx.async_eval``), and a synchronous evaluation pays round trips the pipelined loop
+hides, so the parts do not add up to the engine's time per token: read them as shares
+and against each other (the weight products within the forward pass, the two samplers).
 """
 
 from __future__ import annotations
