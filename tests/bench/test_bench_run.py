@@ -62,6 +62,13 @@ def test_engine_overhead_is_a_ratio_with_spread(results):
     assert stats["n"] == 2 and stats["min"] <= ratio <= stats["max"]
     assert isinstance(data["targets_met"]["engine_vs_mlx_lm"], bool)
     assert part["figures"]["same_greedy_text"]
+    split = part["figures"]["decode_step_split_ms"]
+    for name in ("build_ms", "forward_ms", "products_ms", "argmax_ms"):
+        assert split[name] > 0
+    # The weight products are part of the forward pass; each share is of one token.
+    assert split["products_ms"] < split["forward_ms"] * 1.5
+    assert split["engine_token_ms"] > 0 and split["mlx_lm_token_ms"] > 0
+    assert 0 < split["shares_of_engine_token"]["forward_ms"] < 2
 
 
 def test_kv_bytes_match_the_budget_exactly_on_fresh_caches(results):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from app.bench.context import BenchContext, greedy, kv_settings
+from app.bench.parts.decode_split import measure_split
 from app.bench.results import PartResult, Row, yes_no
 from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
@@ -126,6 +127,48 @@ def _baseline_run(loaded, prompt: list[int], kv, tokens: int) -> dict:
     }
 
 
+def gap_ms(runs: list[dict]) -> float:
+    """Milliseconds per token from the median of the runs' median-gap speeds."""
+    speed = summarize([r["median_gap_tps"] for r in runs])["median"]
+    return 1000 / speed if speed > 0 else 0.0
+
+
+def _split_figures(split: dict, engine_ms: float, mlx_lm_ms: float) -> dict:
+    """The split of a decode step, with each part's share of the engine's token."""
+    figures = dict(split)
+    figures["engine_token_ms"] = engine_ms
+    figures["mlx_lm_token_ms"] = mlx_lm_ms
+    # Shares only: the synchronous parts include what the pipelined loop hides, and
+    # load moves between the runs and the split, so token - parts is no measurement.
+    if engine_ms > 0:
+        figures["shares_of_engine_token"] = {
+            name: figures[name] / engine_ms
+            for name in ("forward_ms", "products_ms", "build_ms", "argmax_ms")
+        }
+    return figures
+
+
+def _split_rows(split: dict) -> list[Row]:
+    def ms(name: str) -> str:
+        return f"{split[name]:.2f}"
+
+    return [
+        Row(
+            "Decode step ms, from the median gap between tokens: engine / mlx-lm",
+            f"{ms('engine_token_ms')} / {ms('mlx_lm_token_ms')}",
+        ),
+        Row(
+            "  forward pass (MLX eval) / the weight products alone",
+            f"{ms('forward_ms')} / {ms('products_ms')}",
+        ),
+        Row(
+            "  graph building (overlaps the previous step) / argmax / "
+            "mlx-lm's logsumexp + argmax",
+            f"{ms('build_ms')} / {ms('argmax_ms')} / {ms('logsumexp_argmax_ms')}",
+        ),
+    ]
+
+
 def run(ctx: BenchContext) -> PartResult:
     """Measure interleaved engine/mlx-lm pairs and return the speed ratio."""
     s = ctx.settings
@@ -163,6 +206,7 @@ def run(ctx: BenchContext) -> PartResult:
             [r["median_gap_tps"] for r in baseline_runs],
         )
     )
+    split = ctx.engine.submit(measure_split, loaded.model, prompt, tokens).result()
     same_text = all(
         e["text"] == b["text"] for e, b in zip(engine_runs, baseline_runs, strict=True)
     )
@@ -186,6 +230,9 @@ def run(ctx: BenchContext) -> PartResult:
         "ratio": ratios,
         "ratio_from_median_token_gap": gap_ratios,
         "ratio_from_cpu_time": cpu_ratios,
+        "decode_step_split_ms": _split_figures(
+            split, gap_ms(engine_runs), gap_ms(baseline_runs)
+        ),
     }
     result.ratios[RATIO_KEY] = ratios["median"]
     result.ratio_stats[RATIO_KEY] = ratios
@@ -210,6 +257,7 @@ def run(ctx: BenchContext) -> PartResult:
             f"{summarize(baseline_tps)['median']:.1f}",
         ),
     ]
+    result.rows += _split_rows(result.figures["decode_step_split_ms"])
     if not same_text:
         result.notes.append(
             "Engine and mlx-lm greedy outputs differed; check the sampling settings."

@@ -33,6 +33,7 @@ from app.core.budget.memory_budget import (
     max_safe_context,
 )
 from app.core.budget.model_geometry import ModelGeometry
+from app.core.budget.prefill_budget import chunk_allowance, largest_chunk
 from app.core.presets.generation_settings import KVAging
 
 
@@ -46,6 +47,8 @@ class DeviceBudget:
         geometry: The model's KV geometry.
         settings: Memory cap, reserve and safety factor.
         act_dtype_bytes: Width of the cache's unquantized elements at run time.
+        activation_bytes_per_token: Transient bytes a prompt token adds to a prefill
+            chunk's forward pass (`prefill_budget.activation_bytes_per_token`).
     """
 
     total_memory: int
@@ -53,6 +56,23 @@ class DeviceBudget:
     geometry: ModelGeometry
     settings: BudgetSettings
     act_dtype_bytes: int
+    activation_bytes_per_token: int = 0
+
+    def prefill_chunk(self, context: int, ceiling: int) -> int:
+        """The largest prefill chunk (at most ``ceiling``) whose buffers fit the budget
+        beside a full KV cache, on top of ``context`` cached tokens."""
+        fixed = fixed_kv_bytes(self.geometry, self.act_dtype_bytes)
+        allowance = chunk_allowance(
+            self.total_memory, self.weights_bytes, fixed, self.settings
+        )
+        return largest_chunk(
+            self.geometry,
+            context,
+            allowance,
+            self.activation_bytes_per_token,
+            self.act_dtype_bytes,
+            ceiling,
+        )
 
     def max_context(
         self, bits: int, group: int = 64, aging: KVAging | None = None

@@ -181,6 +181,10 @@ class Engine(EngineThread):
         if self._budget is not None:
             self._budget = replace(self._budget, settings=settings)
 
+    def _chunk_limit(self):
+        """The budget's largest prefill chunk (None without a budget)."""
+        return self._budget.prefill_chunk if self._budget is not None else None
+
     def _guard(
         self, key, cache, prompt_ids: list[int], kv: KVSettings, sampling, max_context
     ) -> None:
@@ -506,6 +510,7 @@ class Engine(EngineThread):
                 logits_processors=processors,
                 reasoning=self.tokenizer.reasoning,
                 thinking_budget=thinking_budget,
+                chunk_limit=self._chunk_limit(),
             )
             try:
                 prefix_reuse.remember_prefix(
@@ -538,7 +543,13 @@ class Engine(EngineThread):
         poll = cancel or (lambda: False)
         try:
             reused, computed = prefill_only(
-                self._require_model(), cache, ids, kv, exact=exact, is_cancelled=poll
+                self._require_model(),
+                cache,
+                ids,
+                kv,
+                exact=exact,
+                is_cancelled=poll,
+                chunk_limit=self._chunk_limit(),
             )
         finally:
             self._caches.publish(key)

@@ -6,7 +6,8 @@ the boundaries where the cache's bounded entries (sliding windows, recurrent sta
 checkpointed, and the full-attention entries are quantized after every chunk by
 `ConversationCache.quantize`, which leaves the bounded ones alone (``generate_step``'s
 own ``kv_bits`` would call ``RotatingKVCache.to_quantized``, which raises). Only the
-last prompt token goes through ``generate_step``, which then decodes.
+last prompt token goes through the decode loop (`decode_steps`, ``generate_step``'s
+loop without the log-probabilities the engine never reads), which then decodes.
 
 The cache is left consistent whatever happens: after a normal finish, a cancel (checked
 after every token and between prefill chunks) or an exception, its recorded token ids
@@ -21,13 +22,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import mlx.core as mx
-from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from app.core.engine.cache.conversation_cache import (
     ConversationCache,
     common_prefix_length,
 )
+from app.core.engine.decode_steps import decode_steps
 from app.core.engine.events import FinishReason, GenerationEvent, PrefillProgress
 from app.core.engine.loader import LoadedModel
 from app.core.engine.reasoning_stream import (
@@ -39,8 +40,8 @@ from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.reasoning.markers import NO_REASONING, ReasoningFormat
 from app.core.turn.parts import REASONING, Channel
 
-# Smaller than mlx-lm's 2048 so a cancel during a long prefill is noticed within
-# about a second on a laptop CPU, at no measurable cost in throughput.
+# The longest chunk on the float32 path: smaller than mlx-lm's 2048 so a cancel during
+# a long prefill is noticed sooner, at no measurable cost in throughput.
 PREFILL_STEP = 512
 # A chunk's cost grows with the context it attends to (and with quantized KV): at 24K
 # tokens of 4-bit KV a 512-token chunk took ~10 s on a 2-core CPU. Chunks shrink to
@@ -49,11 +50,30 @@ PREFILL_CHUNK_SECONDS = 0.3
 MIN_PREFILL_STEP = 32
 
 
-def next_prefill_step(step: int, chunk_tokens: int, seconds: float) -> int:
+def chunk_ceiling() -> int:
+    """The longest prefill chunk worth taking with the loaded model.
+
+    Where the native kernel serves the quantized layers, chunks of more rows than it
+    takes (`native_kernel.KERNEL_ROWS`) widen every layer to float32 instead, which
+    MLX's CPU ``dequantize`` makes slower per token than the kernel's passes
+    (docs/measured.md, "Prefill chunks").
+    """
+    from app.core.engine.cpu import backend
+
+    if backend.kernel_state().used:
+        from app.core.engine.cpu.native_kernel import KERNEL_ROWS
+
+        return min(PREFILL_STEP, KERNEL_ROWS)
+    return PREFILL_STEP
+
+
+def next_prefill_step(
+    step: int, chunk_tokens: int, seconds: float, ceiling: int = PREFILL_STEP
+) -> int:
     """Return the next chunk size after ``chunk_tokens`` took ``seconds``.
 
     Aims at `PREFILL_CHUNK_SECONDS` per chunk, between `MIN_PREFILL_STEP` and
-    `PREFILL_STEP` tokens, in multiples of the minimum; grows at most 2x at a time.
+    ``ceiling`` tokens, in multiples of the minimum; grows at most 2x at a time.
     A chunk shorter than the step (cut at a checkpoint or at the prompt's end) only
     ever shrinks it: its fixed overhead would make it look slow per token.
     """
@@ -64,7 +84,7 @@ def next_prefill_step(step: int, chunk_tokens: int, seconds: float) -> int:
     wanted = chunk_tokens * PREFILL_CHUNK_SECONDS / seconds
     wanted = min(wanted, 2 * step)
     wanted = int(wanted) // MIN_PREFILL_STEP * MIN_PREFILL_STEP
-    return max(MIN_PREFILL_STEP, min(PREFILL_STEP, wanted))
+    return max(MIN_PREFILL_STEP, min(ceiling, wanted))
 
 
 class _Cancelled(Exception):
@@ -87,12 +107,14 @@ def prefill_range(
     *,
     checkpoint_at: Iterable[int] = (),
     on_chunk: Callable[[int], None] = lambda _: None,
+    chunk_limit: Callable[[int, int], int] | None = None,
 ) -> int:
     """Run ``ids[cache.offset:end]`` through the model in chunks.
 
     Chunks end at every position of ``checkpoint_at`` in range (and at ``end``), where
     the bounded entries are checkpointed; the full-attention entries are quantized
-    after every chunk as ``cache.kv`` asks.
+    after every chunk as ``cache.kv`` asks. A chunk is at most `chunk_ceiling` tokens,
+    at most what ``chunk_limit`` allows, and shrinks when chunks get slow.
 
     Args:
         model: The model.
@@ -103,6 +125,8 @@ def prefill_range(
             bounded entries; a checkpoint is always taken at ``end`` then).
         on_chunk: Called with the tokens processed so far after every chunk; may
             raise to stop (the cache stays consistent).
+        chunk_limit: ``(tokens cached, ceiling) -> tokens``: the largest chunk the
+            memory budget allows there (`DeviceBudget.prefill_chunk`); None: no limit.
 
     Returns:
         Tokens run through the model.
@@ -113,16 +137,20 @@ def prefill_range(
         stops.update(p for p in checkpoint_at if start < p < end)
     done = 0
     position = start
-    step = cache.prefill_step or PREFILL_STEP
+    ceiling = chunk_ceiling()
+    step = min(cache.prefill_step or ceiling, ceiling)
     for stop in sorted(s for s in stops if s > start):
         while position < stop:
-            chunk = ids[position : min(position + step, stop)]
+            size = (
+                step if chunk_limit is None else min(step, chunk_limit(position, step))
+            )
+            chunk = ids[position : min(position + size, stop)]
             chunk_started = time.perf_counter()
             model(mx.array(chunk)[None], cache=cache.layers)
             cache.quantize()
             cache.evaluate()
             step = next_prefill_step(
-                step, len(chunk), time.perf_counter() - chunk_started
+                step, len(chunk), time.perf_counter() - chunk_started, ceiling
             )
             cache.prefill_step = step
             position += len(chunk)
@@ -151,6 +179,7 @@ def run_turn(
     logits_processors: list | None = None,
     reasoning: ReasoningFormat = NO_REASONING,
     thinking_budget: int = 0,
+    chunk_limit: Callable[[int, int], int] | None = None,
 ) -> TurnOutcome:
     """Generate a reply to ``prompt_ids`` on ``cache`` and stream events to ``emit``.
 
@@ -173,6 +202,7 @@ def run_turn(
             or answer channel as it streams (`reasoning_stream`).
         thinking_budget: Most reasoning tokens (0: none); at the budget the end
             marker is written into the reply and the model goes on to answer.
+        chunk_limit: The memory budget's largest prefill chunk (`prefill_range`).
 
     Returns:
         The generated ids and the final event.
@@ -198,9 +228,8 @@ def run_turn(
         if is_cancelled():
             raise _Cancelled
 
-    def on_last_token(processed: int, count: int) -> None:
-        # generate_step reports (0, 1) before and (1, 1) after the last prompt token.
-        if processed >= count and not prefill_done_at:
+    def on_prompt_done() -> None:
+        if not prefill_done_at:
             prefill_done_at.append(time.perf_counter())
             emit(PrefillProgress(processed=total, total=total))
 
@@ -260,30 +289,30 @@ def run_turn(
             len(prompt_ids) - 1,
             checkpoint_at=checkpoint_at,
             on_chunk=on_chunk,
+            chunk_limit=chunk_limit,
         )
         pending = prompt_ids[-1:]
         while pending:
-            steps = generate_step(
-                mx.array(pending),
+            steps = decode_steps(
                 loaded.model,
+                pending,
+                cache.layers,
+                sampler,
                 max_tokens=sampling.max_tokens - len(generated),
-                sampler=sampler,
-                prompt_cache=cache.layers,
-                prefill_step_size=PREFILL_STEP,
-                prompt_progress_callback=on_last_token,
                 logits_processors=logits_processors,
+                on_first=on_prompt_done,
             )
             pending = []
-            for token, _ in steps:
+            for token in steps:
                 if first_token_at is None:
                     first_token_at = time.perf_counter()
-                # Between tokens: generate_step reads the same list on its next step.
+                # Between tokens: the next step reads the same list.
                 cache.quantize()
-                generated.append(int(token))
+                generated.append(token)
                 if token in eos_ids:
                     finish = "stop"
                     break
-                router.add(int(token))
+                router.add(token)
                 if is_cancelled():
                     finish = "cancelled"
                     break
@@ -359,6 +388,7 @@ def prefill_only(
     emit: Callable[[object], None] = lambda _: None,
     exact: bool = False,
     checkpoint_at: Iterable[int] = (),
+    chunk_limit: Callable[[int, int], int] | None = None,
 ) -> tuple[int, int]:
     """Fill ``cache`` with ``ids`` (reusing its matching prefix) without generating.
 
@@ -375,6 +405,7 @@ def prefill_only(
         exact: Reuse only entries at their natural positions, so the result equals a
             fresh prefill even after splices (a "rebuild").
         checkpoint_at: Further lengths at which to checkpoint.
+        chunk_limit: The memory budget's largest prefill chunk (`prefill_range`).
 
     Returns:
         (tokens reused, tokens computed).
@@ -401,6 +432,7 @@ def prefill_only(
             len(ids),
             checkpoint_at=checkpoint_at,
             on_chunk=on_chunk,
+            chunk_limit=chunk_limit,
         )
     mx.clear_cache()
     return reused, computed[0]

@@ -27,6 +27,7 @@ from app.core.budget.memory_budget import (
 )
 from app.core.budget.memory_budget import max_safe_context as context_that_fits
 from app.core.budget.model_geometry import read_geometry
+from app.core.budget.prefill_budget import activation_bytes_per_token
 from app.core.budget.runtime_profile import profile_for_backend, resident_weights_bytes
 from app.core.budget.weights_check import check_layers_present
 from app.core.engine.cpu import backend, native_build
@@ -157,13 +158,46 @@ def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget:
     check_model_fits(total_memory(), info.weights_bytes, settings)
     _check_room_for_context(Path(info.folder), info.weights_bytes, settings)
     act_bytes = 4 if info.activation_dtype == "float32" else 2
+    hidden, intermediate = _layer_widths(Path(info.folder), geometry)
     return DeviceBudget(
         total_memory=total_memory(),
         weights_bytes=info.weights_bytes,
         geometry=geometry,
         settings=settings,
         act_dtype_bytes=act_bytes,
+        activation_bytes_per_token=activation_bytes_per_token(
+            geometry, hidden, intermediate, act_bytes
+        ),
     )
+
+
+def _layer_widths(folder: Path, geometry) -> tuple[int, int]:
+    """Hidden and (largest) MLP intermediate size from config.json, for the prefill
+    chunk's activations; when the config does not say, the usual 4x of the heads' width.
+    """
+    try:
+        config = bounded_read.read_json(
+            folder / "config.json", what="The model configuration"
+        )
+    except (OSError, bounded_read.FileReadError):
+        config = {}
+    if isinstance(config, dict) and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    if not isinstance(config, dict):
+        config = {}
+
+    def width(*keys: str) -> int:
+        values = [config.get(key) for key in keys]
+        numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        return max(numbers, default=0)
+
+    hidden = width("hidden_size", "d_model") or (
+        geometry.num_attention_heads * geometry.head_dim
+    )
+    intermediate = width(
+        "intermediate_size", "moe_intermediate_size", "ffn_hidden_size"
+    ) or (4 * hidden)
+    return hidden, intermediate
 
 
 def apply_backend_limits(budget: DeviceBudget | None) -> None:

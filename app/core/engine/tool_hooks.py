@@ -10,8 +10,8 @@ chat template and vocabulary — and returns:
 - ``wrap(emit)``: a filter on the turn's events that takes calls out of the answer
   text (`app.core.tools.call_stream`) and emits them as tool-call events.
 
-`app.core.engine.generation` only passes the processors to ``generate_step``;
-everything else about tools stays here and in `app.core.tools`.
+`app.core.engine.generation` only passes the processors to the decode loop
+(`decode_steps`); everything else about tools stays here and in `app.core.tools`.
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ def ll_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
 class GrammarProcessor:
     """An mlx-lm logits processor that masks every token the grammar forbids.
 
-    ``generate_step`` calls it with every token of the reply so far (after the one
-    prompt token it was given) and the next logits; it feeds the new tokens to the
-    matcher and sets the forbidden logits to -inf.
+    The decode loop (`decode_steps`, as mlx-lm's ``generate_step``) calls it with
+    every token of the reply so far (after the one prompt token it was given) and the
+    next logits; it feeds the new tokens to the matcher and sets the forbidden logits
+    to -inf.
 
     Args:
         matcher: A fresh llguidance matcher.
@@ -189,7 +190,7 @@ class TurnHooks:
     """The processors and the event filter of one turn.
 
     Attributes:
-        logits_processors: For ``generate_step`` (None when unconstrained).
+        logits_processors: For the decode loop (None when unconstrained).
         stream: The call splitter, or None when calls are not parsed.
     """
 
