@@ -45,7 +45,9 @@ class DeviceBudget:
         weights_bytes: Resident bytes of the loaded weights.
         geometry: The model's KV geometry.
         settings: Memory cap, reserve and safety factor.
-        act_dtype_bytes: Width of the cache's unquantized elements at run time.
+        act_dtype_bytes: Width of the cache's unquantized elements (and of a
+            quantized cache's scales) at run time.
+        state_dtype_bytes: Width of recurrent state (None: ``act_dtype_bytes``).
     """
 
     total_memory: int
@@ -53,6 +55,7 @@ class DeviceBudget:
     geometry: ModelGeometry
     settings: BudgetSettings
     act_dtype_bytes: int
+    state_dtype_bytes: int | None = None
 
     def max_context(
         self, bits: int, group: int = 64, aging: KVAging | None = None
@@ -76,6 +79,7 @@ class DeviceBudget:
             group,
             self.settings,
             act_dtype_bytes=self.act_dtype_bytes,
+            state_dtype_bytes=self.state_dtype_bytes,
         )
 
     def kv_bytes(
@@ -91,12 +95,19 @@ class DeviceBudget:
                 self.geometry, tokens, aging, group, self.act_dtype_bytes
             )
         return kv_bytes_at(
-            self.geometry, tokens, bits, group, act_dtype_bytes=self.act_dtype_bytes
+            self.geometry,
+            tokens,
+            bits,
+            group,
+            act_dtype_bytes=self.act_dtype_bytes,
+            state_dtype_bytes=self.state_dtype_bytes,
         )
 
     def kv_limit(self) -> int:
         """Bytes all KV caches together may hold."""
-        fixed = fixed_kv_bytes(self.geometry, self.act_dtype_bytes)
+        fixed = fixed_kv_bytes(
+            self.geometry, self.act_dtype_bytes, self.state_dtype_bytes
+        )
         return kv_limit_bytes(
             self.total_memory, self.weights_bytes, self.settings, fixed
         )

@@ -2,9 +2,9 @@
 
 The doctor judges a model from its folder alone, before anything is loaded, so it
 cannot ask MLX which backend it has. Apple Silicon Macs run MLX on Metal (weights stay
-as stored, activations in the model's dtype); everywhere else the CPU backend is used,
-where the engine dequantizes weights and computes in float32 (see
-`app.core.engine.cpu.backend`).
+as stored, activations and KV cache in the model's dtype); everywhere else the CPU
+backend is used, where the engine computes in float32 but stores the KV cache in 16
+bits (see `app.core.engine.cpu.backend` and `app.core.engine.cache.kv_storage`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ class RuntimeProfile:
 
     Attributes:
         backend: ``metal`` or ``cpu``.
-        act_dtype_bytes: Width of activations and unquantized KV (None: the model's).
+        act_dtype_bytes: Width of activations and recurrent state (None: the model's).
         dense_weights: Whether quantized weights are dequantized after loading.
+        kv_dtype_bytes: Width of unquantized KV elements and of a quantized cache's
+            scales and biases (None: the model's).
     """
 
     backend: str
     act_dtype_bytes: int | None
     dense_weights: bool
+    kv_dtype_bytes: int | None = None
 
 
 def runtime_profile() -> RuntimeProfile:
@@ -45,7 +48,9 @@ def profile_for_backend(metal: bool) -> RuntimeProfile:
         return RuntimeProfile(
             backend="metal", act_dtype_bytes=None, dense_weights=False
         )
-    return RuntimeProfile(backend="cpu", act_dtype_bytes=4, dense_weights=True)
+    return RuntimeProfile(
+        backend="cpu", act_dtype_bytes=4, dense_weights=True, kv_dtype_bytes=2
+    )
 
 
 def resident_weights_bytes(

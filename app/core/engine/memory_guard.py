@@ -95,7 +95,8 @@ def _check_room_for_context(
         geometry = read_geometry(folder)
     except ModelLoadError as exc:
         raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
-    act = profile_for_backend(backend.uses_metal()).act_dtype_bytes
+    profile = profile_for_backend(backend.uses_metal())
+    act = profile.kv_dtype_bytes
     best: int | None = None
     for bits, group in COMPACT_FIRST:
         try:
@@ -107,6 +108,7 @@ def _check_room_for_context(
                 group,
                 settings,
                 act_dtype_bytes=act,
+                state_dtype_bytes=profile.act_dtype_bytes,
             )
         except ValueError:  # a group that does not divide this model's head size
             continue
@@ -140,14 +142,19 @@ def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget:
         geometry = read_geometry(Path(info.folder))
     except ModelLoadError as exc:
         raise ModelLoadError(_unknown_geometry(Path(info.folder), exc)) from exc
-    act_bytes = 4 if info.activation_dtype == "float32" else 2
     return DeviceBudget(
         total_memory=total_memory(),
         weights_bytes=info.weights_bytes,
         geometry=geometry,
         settings=settings,
-        act_dtype_bytes=act_bytes,
+        act_dtype_bytes=dtype_bytes(info.kv_dtype),
+        state_dtype_bytes=dtype_bytes(info.activation_dtype),
     )
+
+
+def dtype_bytes(name: str) -> int:
+    """Bytes per element of a float dtype named as `ModelInfo` names it."""
+    return 4 if name == "float32" else 2
 
 
 def apply_backend_limits(budget: DeviceBudget | None) -> None:

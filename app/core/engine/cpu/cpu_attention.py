@@ -162,6 +162,8 @@ def attention(
     """
     heads, length = queries.shape[1], queries.shape[2]
     key_count = keys.shape[2]
+    # A cache stored in 16 bits (`kv_storage`) is widened once here, not per block.
+    keys, values = keys.astype(queries.dtype), values.astype(queries.dtype)
     block = _query_block(heads, length, key_count)
     if block >= length or not (mask is None or isinstance(mask, str)):
         return _attention_block(queries, keys, values, scale, mask)
@@ -296,6 +298,8 @@ def scaled_dot_product_attention(
     if not _handles(queries, sinks):
         if isinstance(keys, TieredKV):
             keys, values = keys.dense(queries.dtype)
+        elif isinstance(keys, mx.array) and keys.dtype != queries.dtype:
+            keys, values = keys.astype(queries.dtype), values.astype(queries.dtype)
         return _MLX_LM_SDPA(
             queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks
         )
@@ -311,6 +315,10 @@ def scaled_dot_product_attention(
             group_size=cache.group_size,
             bits=cache.bits,
         )
+    if queries.shape[2] == 1 and keys.dtype != queries.dtype:
+        # A decode step over a 16-bit cache: read as stored (the native kernel widens
+        # in registers) rather than widening the whole cache in memory every token.
+        return tiered_attention(queries, TieredKV([KVPart(keys, values)]), scale, mask)
     return attention(queries, keys, values, scale, mask)
 
 

@@ -3,6 +3,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/variant.h>
 
+#include "qkv.h"
 #include "qmm.h"
 
 namespace nb = nanobind;
@@ -22,6 +23,12 @@ NB_MODULE(_swapless_qmm, m) {
       nb::kw_only(),
       "stream"_a = nb::none(),
       "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
+  m.def("kv_scores", &swapless::kv_scores, "q"_a, "k"_a, "scales"_a.none(), "biases"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "q @ K^T per (batch, kv head) over a cache as stored (bits 16: dense).");
+  m.def("kv_values", &swapless::kv_values, "p"_a, "v"_a, "scales"_a.none(), "biases"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "p @ V per (batch, kv head) over a cache as stored (bits 16: dense).");
   m.def("simd_path", &swapless::simd_path, "The path this CPU takes: avx2 or scalar.");
   m.def("force_scalar", &swapless::force_scalar, "on"_a, "Force the scalar path.");
   m.def("set_threads", &swapless::set_threads, "n"_a, "Threads over output rows.");
