@@ -115,6 +115,7 @@ def build_report(
     report["model"] = _model(
         model_dir, geometry, act, weights_bytes, weights_file_bytes
     )
+    report["model"]["state_dtype_bytes"] = state
 
     per_token: dict[str, int | None] = {}
     by_context: dict[str, dict[str, int] | None] = {}

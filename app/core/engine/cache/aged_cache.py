@@ -322,7 +322,8 @@ class AgedKVCache(_BaseCache):
         """
         store = self.tiers[0]
         if store.rotated:
-            keys = keys.astype(self.dtype) @ self._key_rotation().astype(self.dtype)
+            dtype = self.dtype or keys.dtype
+            keys = keys.astype(dtype) @ self._key_rotation().astype(dtype)
         store.append(*store.encode(keys, values), self.aging.block_tokens)
 
     def age(self) -> int:
