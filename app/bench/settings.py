@@ -311,4 +311,5 @@ TARGETS: dict[str, Target] = {
     "reasoning_history_reused": Target("at_least", 0.95),
     "reasoning_kv_vs_answers_alone": Target("at_most", 1.1),
     "lazy_call_vs_free": Target("at_least", 0.9),
+    "kv_decode_vs_16bit": Target("at_least", 0.9),
 }

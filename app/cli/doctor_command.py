@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         settings,
         MemoryProbe().sample(),
         act_dtype_bytes=profile.act_dtype_bytes,
+        kv_dtype_bytes=profile.kv_dtype_bytes,
         weights_bytes=weights,
         aged=aged_presets(),
     )
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     report["runtime"] = {
         "backend": profile.backend,
         "act_dtype_bytes": profile.act_dtype_bytes,
+        "kv_dtype_bytes": profile.kv_dtype_bytes,
         "dense_weights": profile.dense_weights,
         "native_kernel": _native_kernel() if profile.dense_weights else None,
         "weights_layout": layout,

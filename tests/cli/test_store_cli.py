@@ -147,11 +147,13 @@ def test_doctor_json_reports_the_checkup_keys(tiny_model_dir, swapless_home):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert set(report["kv_bytes_per_token"]) == {"16", "8", "4"}
-    # tiny: 2 layers x (K, V) x 2 KV heads x head dim 128, float32 on the CPU backend.
-    assert report["kv_bytes_per_token"]["16"] == 2 * 2 * 2 * 128 * 4
+    # tiny: 2 layers x (K, V) x 2 KV heads x head dim 128, 16-bit on the CPU backend
+    # too (it computes in float32 but stores the cache and its scales in 16 bits).
+    assert report["kv_bytes_per_token"]["16"] == 2 * 2 * 2 * 128 * 2
     assert report["kv_bytes_by_context"]["8"]["1024"] == 1024 * 2 * 2 * 2 * 128 * (
-        1 + 8 / 64
+        1 + 4 / 64
     )
+    assert report["runtime"]["kv_dtype_bytes"] == 2
     assert set(report["kv_bytes_by_context"]["4"]) == {
         "1024",
         "8192",

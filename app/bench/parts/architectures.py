@@ -250,8 +250,14 @@ def _kv_bytes(engine, geometry, context: int) -> dict:
     for bits in (16, 8):
         engine.drop_cache("bytes")
         final = engine.generate("bytes", ids, kv_settings(bits), greedy(1)).wait()
+        info = engine.model_info
         predicted = kv_bytes_at(
-            geometry, final.context_tokens, bits, 64, act_dtype_bytes=4
+            geometry,
+            final.context_tokens,
+            bits,
+            64,
+            act_dtype_bytes=4 if info.kv_dtype == "float32" else 2,
+            state_dtype_bytes=4 if info.activation_dtype == "float32" else 2,
         )
         ratios[str(bits)] = final.kv_bytes / predicted
         checkpoint = final.checkpoint_bytes

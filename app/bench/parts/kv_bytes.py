@@ -36,7 +36,7 @@ def run(ctx: BenchContext) -> PartResult:
     geometry = read_geometry(ctx.model_dir)
     info = engine.model_info
     assert info is not None, "the bench runs on a loaded engine"
-    act = _ACT_BYTES.get(info.activation_dtype, 4)
+    act = _ACT_BYTES.get(info.kv_dtype, 4)
     counts = sorted(s.kv_token_counts)
     aligned = next((c for c in counts if c % 256 == 0), 1024)
     grown = s.kv_growth_tokens

@@ -46,7 +46,9 @@ class DeviceBudget:
         weights_bytes: Resident bytes of the loaded weights.
         geometry: The model's KV geometry.
         settings: Memory cap, reserve and safety factor.
-        act_dtype_bytes: Width of the cache's unquantized elements at run time.
+        act_dtype_bytes: Width of the cache's unquantized elements (and of a
+            quantized cache's scales) at run time.
+        state_dtype_bytes: Width of recurrent state (None: ``act_dtype_bytes``).
         activation_bytes_per_token: Transient bytes a prompt token adds to a prefill
             chunk's forward pass (`prefill_budget.activation_bytes_per_token`).
     """
@@ -56,12 +58,15 @@ class DeviceBudget:
     geometry: ModelGeometry
     settings: BudgetSettings
     act_dtype_bytes: int
+    state_dtype_bytes: int | None = None
     activation_bytes_per_token: int = 0
 
     def prefill_chunk(self, context: int, ceiling: int) -> int:
         """The largest prefill chunk (at most ``ceiling``) whose buffers fit the budget
         beside a full KV cache, on top of ``context`` cached tokens."""
-        fixed = fixed_kv_bytes(self.geometry, self.act_dtype_bytes)
+        fixed = fixed_kv_bytes(
+            self.geometry, self.act_dtype_bytes, self.state_dtype_bytes
+        )
         allowance = chunk_allowance(
             self.total_memory, self.weights_bytes, fixed, self.settings
         )
@@ -70,7 +75,8 @@ class DeviceBudget:
             context,
             allowance,
             self.activation_bytes_per_token,
-            self.act_dtype_bytes,
+            # Activations are as wide as recurrent state (float32 on the CPU backend).
+            self.state_dtype_bytes or self.act_dtype_bytes,
             ceiling,
         )
 
@@ -96,6 +102,7 @@ class DeviceBudget:
             group,
             self.settings,
             act_dtype_bytes=self.act_dtype_bytes,
+            state_dtype_bytes=self.state_dtype_bytes,
         )
 
     def kv_bytes(
@@ -111,12 +118,19 @@ class DeviceBudget:
                 self.geometry, tokens, aging, group, self.act_dtype_bytes
             )
         return kv_bytes_at(
-            self.geometry, tokens, bits, group, act_dtype_bytes=self.act_dtype_bytes
+            self.geometry,
+            tokens,
+            bits,
+            group,
+            act_dtype_bytes=self.act_dtype_bytes,
+            state_dtype_bytes=self.state_dtype_bytes,
         )
 
     def kv_limit(self) -> int:
         """Bytes all KV caches together may hold."""
-        fixed = fixed_kv_bytes(self.geometry, self.act_dtype_bytes)
+        fixed = fixed_kv_bytes(
+            self.geometry, self.act_dtype_bytes, self.state_dtype_bytes
+        )
         return kv_limit_bytes(
             self.total_memory, self.weights_bytes, self.settings, fixed
         )

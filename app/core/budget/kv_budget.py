@@ -3,11 +3,14 @@
 The figures are exact, not estimates: the tests compare them with ``nbytes`` of real
 mlx-lm caches. Three facts of mlx-lm 0.32 shape the arithmetic:
 
-* An unquantized cache stores keys and values in the activation dtype (float32 on the
-  CPU backend, where the engine upcasts; usually bf16/fp16 on Metal).
+* An unquantized cache stores keys and values in the cache's float dtype: the
+  activation dtype on Metal (usually bf16/fp16), 16 bits on the CPU backend, where the
+  engine computes in float32 but narrows what it caches (`engine.cache.kv_storage`).
+  The functions here call that width ``act_dtype_bytes``; recurrent state, which is
+  not narrowed, may be counted at its own width (``state_dtype_bytes``).
 * A quantized cache (``QuantizedKVCache``, MLX affine quantization) stores per element
   ``bits / 8`` bytes of packed data plus one scale and one bias per ``group`` elements,
-  both in the activation dtype: ``bits / 8 + 2 * act_bytes / group`` bytes.
+  both in the cache's float dtype: ``bits / 8 + 2 * act_bytes / group`` bytes.
 * Caches grow in steps of 256 tokens and ``nbytes`` counts the whole allocation, so the
   bytes at ``n`` tokens are those of ``n`` rounded up to a multiple of 256. (Appending a
   chunk to a cache whose length is not a multiple of 256 can over-allocate by up to
@@ -144,6 +147,7 @@ def kv_bytes_at(
     allocation_rounding: bool = True,
     *,
     act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
 ) -> int:
     """Total cache bytes of the whole model holding ``context_tokens`` tokens.
 
@@ -154,7 +158,10 @@ def kv_bytes_at(
         group: Quantization group size (ignored at 16 bits).
         allocation_rounding: Round the length up to mlx-lm's 256-token allocation step,
             which is what the cache really holds in memory.
-        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+        act_dtype_bytes: Width of the cache's floats at run time (2 on the CPU
+            backend); defaults to config.json's dtype.
+        state_dtype_bytes: Width of recurrent state (the activation dtype: 4 on the
+            CPU backend); defaults to ``act_dtype_bytes``.
 
     Returns:
         Bytes, with sliding windows capped at their window and recurrent state included.
@@ -181,18 +188,21 @@ def kv_bytes_at(
             kept = min(tokens, layer.window or 0)
             total += kept * layer_bytes_per_token(layer, UNQUANTIZED_BITS, group, act)
         else:
-            total += layer.state_bytes(act)
+            total += layer.state_bytes(state_dtype_bytes or act)
     return total
 
 
 def bounded_kv_bytes(
-    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+    geometry: ModelGeometry,
+    act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
 ) -> int:
     """The most the non-growing layers hold live: full sliding windows plus all state.
 
     Args:
         geometry: The model.
-        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+        act_dtype_bytes: Width of the cache's floats; defaults to config.json's.
+        state_dtype_bytes: Width of recurrent state; defaults to ``act_dtype_bytes``.
     """
     act = resolve_act_bytes(geometry, act_dtype_bytes)
     total = 0
@@ -201,18 +211,24 @@ def bounded_kv_bytes(
             per_token = layer_bytes_per_token(layer, UNQUANTIZED_BITS, 64, act)
             total += (layer.window or 0) * per_token
         elif layer.kind is LayerKind.STATE:
-            total += layer.state_bytes(act)
+            total += layer.state_bytes(state_dtype_bytes or act)
     return total
 
 
 def checkpoint_bytes(
-    geometry: ModelGeometry, act_dtype_bytes: int | None = None
+    geometry: ModelGeometry,
+    act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
 ) -> int:
     """Bytes of one state checkpoint: a copy of every bounded layer at its largest."""
-    return bounded_kv_bytes(geometry, act_dtype_bytes)
+    return bounded_kv_bytes(geometry, act_dtype_bytes, state_dtype_bytes)
 
 
-def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) -> int:
+def fixed_kv_bytes(
+    geometry: ModelGeometry,
+    act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
+) -> int:
     """What the memory budget sets aside before dividing the rest by `bytes_per_token`.
 
     The bounded layers at their largest, plus `STATE_CHECKPOINTS` checkpoints of them
@@ -220,10 +236,13 @@ def fixed_kv_bytes(geometry: ModelGeometry, act_dtype_bytes: int | None = None) 
 
     Args:
         geometry: The model.
-        act_dtype_bytes: Activation dtype width at run time; defaults to config.json's.
+        act_dtype_bytes: Width of the cache's floats; defaults to config.json's.
+        state_dtype_bytes: Width of recurrent state; defaults to ``act_dtype_bytes``.
     """
-    live = bounded_kv_bytes(geometry, act_dtype_bytes)
-    return live + STATE_CHECKPOINTS * checkpoint_bytes(geometry, act_dtype_bytes)
+    live = bounded_kv_bytes(geometry, act_dtype_bytes, state_dtype_bytes)
+    return live + STATE_CHECKPOINTS * checkpoint_bytes(
+        geometry, act_dtype_bytes, state_dtype_bytes
+    )
 
 
 def prefill_scores_bytes(

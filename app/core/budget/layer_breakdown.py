@@ -75,6 +75,7 @@ def layer_breakdown(
     bits: int = UNQUANTIZED_BITS,
     group: int = 64,
     act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
 ) -> list[KindBudget]:
     """Group a model's cache entries by kind and geometry, in order of appearance.
 
@@ -99,7 +100,7 @@ def layer_breakdown(
         if layer.kind is LayerKind.SLIDING:
             fixed = count * (layer.window or 0) * per_token
         elif layer.kind is LayerKind.STATE:
-            fixed = count * layer.state_bytes(act)
+            fixed = count * layer.state_bytes(state_dtype_bytes or act)
         result.append(
             KindBudget(
                 kind=layer.kind,

@@ -157,6 +157,7 @@ def max_safe_context(
     settings: BudgetSettings,
     *,
     act_dtype_bytes: int | None = None,
+    state_dtype_bytes: int | None = None,
 ) -> int | None:
     """The longest context (prompt + generated tokens) that stays inside the budget.
 
@@ -167,8 +168,10 @@ def max_safe_context(
         bits: KV bits: 16 (unquantized), 8 or 4.
         group: KV quantization group size (ignored at 16 bits).
         settings: Budget settings.
-        act_dtype_bytes: Activation dtype width at run time (4 on the CPU backend);
-            defaults to config.json's.
+        act_dtype_bytes: Width of the cache's floats at run time (2 on the CPU
+            backend); defaults to config.json's.
+        state_dtype_bytes: Width of recurrent state (4 on the CPU backend); defaults
+            to ``act_dtype_bytes``.
 
     Returns:
         Tokens, rounded down to a whole 256-token allocation step so the allocation at
@@ -182,7 +185,7 @@ def max_safe_context(
     per_token = bytes_per_token(geometry, bits, group, act_dtype_bytes)
     if per_token == 0:
         return None
-    fixed = fixed_kv_bytes(geometry, act_dtype_bytes)
+    fixed = fixed_kv_bytes(geometry, act_dtype_bytes, state_dtype_bytes)
     room = memory_budget_bytes(total_memory, settings) - weights_bytes - fixed
     if room <= 0:
         return 0

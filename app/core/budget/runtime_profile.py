@@ -2,8 +2,9 @@
 
 The doctor judges a model from its folder alone, before anything is loaded, so it
 cannot ask MLX which backend it has. Apple Silicon Macs run MLX on Metal (weights stay
-as stored, activations in the model's dtype); everywhere else the CPU backend is used,
-where the engine computes in float32 and quantized weights either stay packed, served
+as stored, activations and KV cache in the model's dtype); everywhere else the CPU
+backend is used, where the engine computes in float32 but stores the KV cache in 16
+bits (`app.core.engine.cache.kv_storage`), and quantized weights either stay packed, served
 by the native kernel (`app.core.engine.cpu.native_kernel`), or are dequantized to
 float32 (see `app.core.engine.cpu.backend`).
 
@@ -41,18 +42,21 @@ class RuntimeProfile:
 
     Attributes:
         backend: ``metal`` or ``cpu``.
-        act_dtype_bytes: Width of activations and unquantized KV (None: the model's).
+        act_dtype_bytes: Width of activations and recurrent state (None: the model's).
         dense_weights: Whether floats are upcast to float32 and quantized weights are
             dequantized after loading, unless the native kernel serves them (the CPU
             backend).
         native_kernel: Whether the native kernel is built and switched on, so the
             quantized layers it covers stay packed.
+        kv_dtype_bytes: Width of unquantized KV elements and of a quantized cache's
+            scales and biases (None: the model's).
     """
 
     backend: str
     act_dtype_bytes: int | None
     dense_weights: bool
     native_kernel: bool = False
+    kv_dtype_bytes: int | None = None
 
 
 def runtime_profile() -> RuntimeProfile:
@@ -82,6 +86,7 @@ def profile_for_backend(metal: bool, *, native_kernel: bool = False) -> RuntimeP
         act_dtype_bytes=4,
         dense_weights=True,
         native_kernel=native_kernel,
+        kv_dtype_bytes=2,
     )
 
 

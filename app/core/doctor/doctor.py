@@ -61,6 +61,7 @@ def build_report(
     snapshot: MemorySnapshot,
     act_dtype_bytes: int | None = None,
     *,
+    kv_dtype_bytes: int | None = None,
     weights_bytes: int | None = None,
     aged: Mapping[str, tuple[KVAging, int]] | None = None,
 ) -> dict[str, Any]:
@@ -72,7 +73,9 @@ def build_report(
         snapshot: A memory snapshot of this machine.
         act_dtype_bytes: Activation dtype width at run time (the engine's choice: 4 on
             the CPU backend); defaults to config.json's dtype. Also the width float
-            weights are counted at.
+            weights and recurrent state are counted at.
+        kv_dtype_bytes: Width of the KV cache's floats at run time (2 on the CPU
+            backend, which stores 16-bit KV); defaults to ``act_dtype_bytes``.
         weights_bytes: Resident weights size, overriding the safetensors headers.
         aged: Presets that age their KV cache: name -> (aging, group); their tiers'
             bytes are reported under ``kv_aged`` (`doctor_aged.aged_section`).
@@ -102,7 +105,8 @@ def build_report(
     # refused from the headers, before a geometry of that size is even built.
     check_layers_present(model_dir, load_config(model_dir))
     geometry = read_geometry(model_dir)
-    act = act_dtype_bytes or geometry.act_dtype_bytes
+    state = act_dtype_bytes or geometry.act_dtype_bytes
+    act = kv_dtype_bytes or state  # what the KV functions count the cache's floats at
     weights_file_bytes = None
     if weights_bytes is None:
         info = read_weights(model_dir)
@@ -111,6 +115,7 @@ def build_report(
     report["model"] = _model(
         model_dir, geometry, act, weights_bytes, weights_file_bytes
     )
+    report["model"]["state_dtype_bytes"] = state
 
     per_token: dict[str, int | None] = {}
     by_context: dict[str, dict[str, int] | None] = {}
@@ -123,11 +128,18 @@ def build_report(
             per_token[key] = bytes_per_token(geometry, bits, REPORT_GROUP_SIZE, act)
             layers[key] = [
                 kind.to_dict()
-                for kind in layer_breakdown(geometry, bits, REPORT_GROUP_SIZE, act)
+                for kind in layer_breakdown(
+                    geometry, bits, REPORT_GROUP_SIZE, act, state
+                )
             ]
             by_context[key] = {
                 str(n): kv_bytes_at(
-                    geometry, n, bits, REPORT_GROUP_SIZE, act_dtype_bytes=act
+                    geometry,
+                    n,
+                    bits,
+                    REPORT_GROUP_SIZE,
+                    act_dtype_bytes=act,
+                    state_dtype_bytes=state,
                 )
                 for n in CONTEXT_POINTS
             }
@@ -139,6 +151,7 @@ def build_report(
                 REPORT_GROUP_SIZE,
                 settings,
                 act_dtype_bytes=act,
+                state_dtype_bytes=state,
             )
         except ValueError as exc:
             per_token[key] = by_context[key] = safe[key] = layers[key] = None
@@ -148,12 +161,12 @@ def build_report(
     report["max_safe_context"] = safe
     report["kv_errors"] = errors
     report["kv_layers"] = layers
-    each = checkpoint_bytes(geometry, act)
+    each = checkpoint_bytes(geometry, act, state)
     report["fixed_kv"] = {
         "bounded_bytes": each,
         "checkpoints": STATE_CHECKPOINTS if each else 0,
         "checkpoint_bytes_each": each,
-        "total_bytes": fixed_kv_bytes(geometry, act),
+        "total_bytes": fixed_kv_bytes(geometry, act, state),
     }
     report["kv_aged"] = aged_section(
         geometry,

@@ -29,6 +29,8 @@ class ModelInfo:
             conversion, e.g. dequantization to float32 on the CPU backend).
         weights_bits: Quantization bits of the weights on disk (16 when unquantized).
         activation_dtype: The dtype the model computes in on this backend.
+        kv_dtype: The float dtype its KV cache stores (16-bit on the CPU backend too:
+            `cache.kv_storage`), also that of a quantized cache's scales.
         random_weights: True for models built by ``swapless make-model``: their replies
             are noise.
         load_seconds: Wall time of the load.
@@ -43,6 +45,11 @@ class ModelInfo:
     activation_dtype: str
     random_weights: bool
     load_seconds: float
+    kv_dtype: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kv_dtype:  # an info built without it (tests): the activation's
+            object.__setattr__(self, "kv_dtype", self.activation_dtype)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,7 @@ def load_model_folder(folder: str | Path) -> LoadedModel:
             config.get("swapless_builder", {}).get("random_weights", False)
         ),
         load_seconds=time.perf_counter() - started,
+        kv_dtype=backend.kv_dtype_name(model),
     )
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, info=info)
 

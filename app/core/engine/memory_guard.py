@@ -104,7 +104,8 @@ def _check_room_for_context(
         geometry = read_geometry(folder)
     except ModelLoadError as exc:
         raise ModelLoadError(_unknown_geometry(folder, exc)) from exc
-    act = _profile().act_dtype_bytes
+    profile = _profile()
+    act = profile.kv_dtype_bytes
     best: int | None = None
     for bits, group in COMPACT_FIRST:
         try:
@@ -116,6 +117,7 @@ def _check_room_for_context(
                 group,
                 settings,
                 act_dtype_bytes=act,
+                state_dtype_bytes=profile.act_dtype_bytes,
             )
         except ValueError:  # a group that does not divide this model's head size
             continue
@@ -157,14 +159,15 @@ def device_budget(info: ModelInfo, settings: BudgetSettings) -> DeviceBudget:
         raise ModelLoadError(_unknown_geometry(Path(info.folder), exc)) from exc
     check_model_fits(total_memory(), info.weights_bytes, settings)
     _check_room_for_context(Path(info.folder), info.weights_bytes, settings)
-    act_bytes = 4 if info.activation_dtype == "float32" else 2
+    act_bytes = dtype_bytes(info.activation_dtype)
     hidden, intermediate = _layer_widths(Path(info.folder), geometry)
     return DeviceBudget(
         total_memory=total_memory(),
         weights_bytes=info.weights_bytes,
         geometry=geometry,
         settings=settings,
-        act_dtype_bytes=act_bytes,
+        act_dtype_bytes=dtype_bytes(info.kv_dtype),
+        state_dtype_bytes=act_bytes,
         activation_bytes_per_token=activation_bytes_per_token(
             geometry, hidden, intermediate, act_bytes
         ),
@@ -198,6 +201,11 @@ def _layer_widths(folder: Path, geometry) -> tuple[int, int]:
         "intermediate_size", "moe_intermediate_size", "ffn_hidden_size"
     ) or (4 * hidden)
     return hidden, intermediate
+
+
+def dtype_bytes(name: str) -> int:
+    """Bytes per element of a float dtype named as `ModelInfo` names it."""
+    return 4 if name == "float32" else 2
 
 
 def apply_backend_limits(budget: DeviceBudget | None) -> None:

@@ -108,7 +108,8 @@ def plan_check(
                 f"{', '.join(sorted(known))}"
             )
         cells = [cell for cell in cells if cell.key in only]
-    act = runtime_profile().act_dtype_bytes
+    profile = runtime_profile()
+    act = profile.kv_dtype_bytes or profile.act_dtype_bytes
     per_token = {}
     for cell in cells:
         if cell.kind == KV:

@@ -44,3 +44,13 @@ def model_dir(tmp_path):
         return folder
 
     return make
+
+
+@pytest.fixture
+def mlx_lm_kv_storage():
+    """mlx-lm's caches storing keys and values as they arrive (float32 here), as these
+    tests describe them, whatever an earlier test's model load installed."""
+    from app.core.engine.cache import kv_storage
+
+    with kv_storage.storing(None):
+        yield

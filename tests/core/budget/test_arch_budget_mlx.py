@@ -27,6 +27,10 @@ from app.core.engine.loader import load_model_folder  # noqa: E402
 from app.core.modelkit.arch_configs import ARCHES  # noqa: E402
 from app.core.presets.generation_settings import KVSettings  # noqa: E402
 
+# What the CPU backend stores (`kv_storage`): keys, values and scales in 16 bits,
+# recurrent state at the float32 activations.
+KV_BYTES, STATE_BYTES = 2, 4
+
 # 40: under the 64-token sliding window of the tiny shape; 300: past it, and past one
 # 256-token allocation step.
 LENGTHS = (40, 300)
@@ -64,7 +68,14 @@ def test_live_cache_matches_the_budget(arch_model_dir, loaded, arch, bits):
     for tokens in LENGTHS:
         cache = filled_cache(model, tokens, KVSettings(bits=bits))
         live = sum(c.nbytes for c in cache)
-        predicted = kv_bytes_at(geometry, tokens, bits, 64, act_dtype_bytes=4)
+        predicted = kv_bytes_at(
+            geometry,
+            tokens,
+            bits,
+            64,
+            act_dtype_bytes=KV_BYTES,
+            state_dtype_bytes=STATE_BYTES,
+        )
         assert live == pytest.approx(predicted, rel=0.02), (tokens, live, predicted)
         assert live == predicted, (tokens, live, predicted)
 
@@ -85,7 +96,9 @@ def test_a_checkpoint_costs_what_the_budget_sets_aside(arch_model_dir, loaded, a
     checkpoints = Checkpoints()
     taken = checkpoints.take(300, cache)
     # Windows are full at 300 tokens, so a checkpoint is at its largest.
-    assert taken.nbytes == checkpoint_bytes(geometry, act_dtype_bytes=4)
+    assert taken.nbytes == checkpoint_bytes(
+        geometry, act_dtype_bytes=KV_BYTES, state_dtype_bytes=STATE_BYTES
+    )
     bounded = any(layer.kind is not LayerKind.FULL for layer in geometry.layers)
     assert (taken.nbytes > 0) == bounded
 

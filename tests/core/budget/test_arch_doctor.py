@@ -9,11 +9,13 @@ worked out by hand from the config's fields, per layer kind:
   64 elements in the activation dtype;
 * sliding windows are bounded: layers x window x the same per-token bytes, unquantized;
 * recurrent state is constant: its elements x the activation dtype (Gated DeltaNet's
-  recurrence is float32 whatever the dtype);
+  recurrence is float32 whatever the dtype), which on the CPU backend is wider than
+  the cache's (float32 activations, 16-bit KV);
 * the fixed part the budget sets aside is the bounded bytes plus 3 checkpoints of them.
 
-The activation width is the runtime's (4 bytes on the CPU backend, the config's 2 on
-Metal), read from the report, so the same arithmetic holds on both.
+The widths are the runtime's, read from the report (``act_dtype_bytes``: the cache's
+floats, 2 bytes on the CPU backend and the config's on Metal; ``state_dtype_bytes``:
+recurrent state, 4 on the CPU backend), so the same arithmetic holds on both.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def q(dim: int, bits: int, act: int, group: int = 64) -> int:
     return dim * bits // 8 + 2 * act * (dim // group)
 
 
-def gpt_oss_20b(act):
+def gpt_oss_20b(act, state=None):
     # 24 layers alternating sliding/full: 12 full + 12 sliding (window 128), 8 KV heads
     # x head_dim 64.
     return {
@@ -54,7 +56,7 @@ def gpt_oss_20b(act):
     }
 
 
-def qwen3_8b(act):
+def qwen3_8b(act, state=None):
     # 36 full layers, 8 KV heads x 128.
     return {
         "kinds": {"full_attention": 36},
@@ -67,12 +69,13 @@ def qwen3_8b(act):
     }
 
 
-def qwen3_6_35b_a3b(act):
+def qwen3_6_35b_a3b(act, state=None):
+    state = state or act
     # 40 layers, full_attention_interval 4: 10 full (2 KV heads x 256) + 30 Gated
     # DeltaNet layers. Each keeps a convolution state of (4 - 1) steps of q, k, v =
     # 3 x (2 x 16 x 128 + 32 x 128) elements in the activation dtype, and a float32
     # recurrence of 32 value heads x 128 x 128.
-    linear = 3 * (2 * 16 * 128 + 32 * 128) * act + 32 * 128 * 128 * 4
+    linear = 3 * (2 * 16 * 128 + 32 * 128) * state + 32 * 128 * 128 * 4
     return {
         "kinds": {"full_attention": 10, "constant_state": 30},
         "per_token": {
@@ -84,10 +87,11 @@ def qwen3_6_35b_a3b(act):
     }
 
 
-def qwen3_5_0_8b(act):
+def qwen3_5_0_8b(act, state=None):
+    state = state or act
     # Geometry from the model card: 24 layers = 6 x (3 Gated DeltaNet + 1 full), 16 QK
     # and 16 V linear heads of 128; 2 KV heads of 256 in the full layers.
-    linear = 3 * (2 * 16 * 128 + 16 * 128) * act + 16 * 128 * 128 * 4
+    linear = 3 * (2 * 16 * 128 + 16 * 128) * state + 16 * 128 * 128 * 4
     return {
         "kinds": {"full_attention": 6, "constant_state": 18},
         "per_token": {
@@ -99,7 +103,7 @@ def qwen3_5_0_8b(act):
     }
 
 
-def gemma_4_31b(act):
+def gemma_4_31b(act, state=None):
     # 60 layers, 5 sliding : 1 global. Sliding: 16 KV heads x 256, window 1024.
     # Global layers use attention_k_eq_v with num_global_key_value_heads 4 of
     # global_head_dim 512 (keys and values are still both cached).
@@ -114,7 +118,7 @@ def gemma_4_31b(act):
     }
 
 
-def gemma_4_e2b(act):
+def gemma_4_e2b(act, state=None):
     # 35 layers, 4 sliding : 1 global, but the last 20 reuse earlier layers' KV and
     # have no cache: the 15 cached layers are 3 x (4 sliding + 1 global). One KV head;
     # sliding head 256, window 512; global head 512.
@@ -129,12 +133,13 @@ def gemma_4_e2b(act):
     }
 
 
-def granite_4_h_small(act):
+def granite_4_h_small(act, state=None):
+    state = state or act
     # 40 layers: 4 attention (8 KV heads, head size hidden / heads = 4096 / 32 = 128)
     # and 36 Mamba-2 layers, each keeping (d_conv 4 - 1) steps of the convolution input
     # (128 heads x 64 + 2 x 1 group x 128 state) and a 128 x 64 x 128 SSM state.
     # Only the count of attention layers enters (their positions do not).
-    mamba = (3 * (128 * 64 + 2 * 128) + 128 * 64 * 128) * act
+    mamba = (3 * (128 * 64 + 2 * 128) + 128 * 64 * 128) * state
     return {
         "kinds": {"full_attention": 4, "constant_state": 36},
         "per_token": {
@@ -146,7 +151,8 @@ def granite_4_h_small(act):
     }
 
 
-def lfm2_1_2b(act):
+def lfm2_1_2b(act, state=None):
+    state = state or act
     # 16 layers: attention at [2, 5, 8, 10, 12, 14] (8 KV heads, head size 2048 / 32 =
     # 64), short convolutions elsewhere keeping (L_cache 3 - 1) x 2048 elements.
     return {
@@ -156,7 +162,7 @@ def lfm2_1_2b(act):
             8: 6 * 2 * 8 * q(64, 8, act),
             4: 6 * 2 * 8 * q(64, 4, act),
         },
-        "bounded": 10 * 2 * 2048 * act,
+        "bounded": 10 * 2 * 2048 * state,
     }
 
 
@@ -211,7 +217,7 @@ def safe_context(report: dict, per_token: int, fixed: int) -> int:
 def test_doctor_json_matches_the_hand_figures(tmp_path, name):
     report = doctor_json(folder_for(tmp_path, name))
     act = report["model"]["act_dtype_bytes"]
-    expected = CASES[name](act)
+    expected = CASES[name](act, report["model"]["state_dtype_bytes"])
     assert report["kv_errors"] == {}
     counts = {}
     for row in report["kv_layers"]["16"]:
@@ -266,7 +272,10 @@ def test_the_real_command_prints_the_same_json(tmp_path):
     report = json.loads(result.stdout)
     act = report["model"]["act_dtype_bytes"]
     assert report["kv_bytes_per_token"]["8"] == 4 * 2 * 8 * q(128, 8, act)
-    assert report["fixed_kv"]["bounded_bytes"] == granite_4_h_small(act)["bounded"]
+    state = report["model"]["state_dtype_bytes"]
+    assert (
+        report["fixed_kv"]["bounded_bytes"] == granite_4_h_small(act, state)["bounded"]
+    )
 
 
 def test_text_report_names_each_layer_kind_and_its_precision(tmp_path):

@@ -24,6 +24,9 @@ from app.core.budget.kv_budget import (  # noqa: E402
 )
 from app.core.budget.model_geometry import geometry_from_config  # noqa: E402
 
+# They describe mlx-lm's own caches, which store what they are given.
+pytestmark = pytest.mark.usefixtures("mlx_lm_kv_storage")
+
 LLAMA = {
     "model_type": "llama",
     "hidden_size": 128,

@@ -160,8 +160,10 @@ def test_kv_bytes_shrink_by_the_expected_factor(engine):
         final = finals[0][1]
         assert final.kv_bits == bits
         sizes[bits] = final.kv_bytes
-    # CPU caches hold float32 (4 bytes); quantized: bits/8 + 2 * 4 / group per element.
-    activation = 4 if engine.model_info.activation_dtype == "float32" else 2
+    # Caches hold 16-bit floats, on the CPU too (2 bytes); quantized: bits/8 + 2 * 2 /
+    # group per element (16-bit scales and biases).
+    activation = 4 if engine.model_info.kv_dtype == "float32" else 2
+    assert engine.model_info.kv_dtype in ("float16", "bfloat16")
     for bits in (8, 4):
         per_element = bits / 8 + 2 * activation / 64
         assert sizes[16] / sizes[bits] == pytest.approx(
@@ -318,6 +320,7 @@ def test_a_trimmed_cache_grows_back_to_exactly_the_predicted_allocation(loaded, 
     _prefill(loaded, cache, ids[300:])
     cache.trim_to(1024)
     _prefill(loaded, cache, ids[:300])
-    per_token = 2 * 2 * 2 * 128 * (4 if bits == 16 else 1 + 2 * 4 / 64)
+    # 16-bit keys, values and scales on the CPU backend too (`kv_storage`).
+    per_token = 2 * 2 * 2 * 128 * (2 if bits == 16 else 1 + 2 * 2 / 64)
     assert cache.offset == 1324
     assert cache.nbytes == 1536 * per_token  # 1324 rounded up to the 256-token step

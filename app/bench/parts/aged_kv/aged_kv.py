@@ -295,7 +295,7 @@ def run(ctx: BenchContext) -> PartResult:
     contexts, pass_keys = s.aged_contexts, s.aged_pass_keys
     engine = make_engine(scratch)
     engine.load(folder)
-    act = 4 if engine.model_info.activation_dtype == "float32" else 2
+    act = 4 if engine.model_info.kv_dtype == "float32" else 2
     started = time.perf_counter()
     by_context: dict[str, dict] = {}
     try:

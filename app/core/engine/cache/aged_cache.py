@@ -37,6 +37,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import _BaseCache, create_attention_mask
 
 from app.core.budget.aged_budget import Tier, tiers
+from app.core.engine.cache import kv_storage
 from app.core.engine.cpu import cpu_attention
 from app.core.engine.cpu.quantized_products import (
     DENSE,
@@ -130,6 +131,13 @@ class _TierStore:
 
     def encode(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
         """Dense keys (already in this tier's basis) and values as this tier stores them."""
+        # Stored in 16 bits on the CPU backend (`kv_storage`): the dense tier's entries,
+        # a quantized tier's scales and biases.
+        like = None if self.keys is None else _as_parts(self.keys)[-1].dtype
+        keys, values = (
+            kv_storage.narrowed(keys, like),
+            kv_storage.narrowed(values, like),
+        )
         if not self.tier.quantized:
             return keys, values
         group = self.group_size
@@ -251,7 +259,8 @@ class AgedKVCache(_BaseCache):
         stored = aged.stored
         if layer.keys is not None and stored:
             keys, values = layer.keys[..., :stored, :], layer.values[..., :stored, :]
-            aged.dtype, aged.key_dim = keys.dtype, int(keys.shape[-1])
+            aged.dtype = kv_storage.computed_dtype(keys.dtype)
+            aged.key_dim = int(keys.shape[-1])
             aged.store_new(keys, values)
         return aged
 
@@ -313,7 +322,8 @@ class AgedKVCache(_BaseCache):
         """
         store = self.tiers[0]
         if store.rotated:
-            keys = keys @ self._key_rotation().astype(keys.dtype)
+            dtype = self.dtype or keys.dtype
+            keys = keys.astype(dtype) @ self._key_rotation().astype(dtype)
         store.append(*store.encode(keys, values), self.aging.block_tokens)
 
     def age(self) -> int:

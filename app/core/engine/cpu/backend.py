@@ -7,6 +7,9 @@ CPU, quantized layers are dequantized and every parameter is upcast to float32 a
 loading, and attention (plain and quantized KV) goes through `cpu_attention`, whose
 exponential and GQA layout suit this backend; Metal keeps mlx-lm's fused kernels.
 
+The KV cache is the other exception: it stores keys and values in 16 bits (`kv_storage`,
+llama.cpp's size) and attention widens them as it reads.
+
 The exception on CPU: when the native quantized kernel is built and passes its self-test
 on the loaded layers (`native_kernel`), affine 4/8-bit layers stay packed and decode
 reads them directly, at a quarter (4-bit) of float32's resident bytes.
@@ -53,9 +56,14 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
         return model
     from mlx_lm.utils import dequantize_model
 
-    from app.core.engine.cpu import cpu_attention, native_kernel
+    from app.core.engine.cache import kv_storage
+    from app.core.engine.cpu import cpu_attention, kv_kernel, native_kernel
 
     cpu_attention.install()
+    # Keys and values in 16 bits, computed in float32: float16 where the native kernel
+    # widens them in registers, bfloat16 (a shift, ~10x cheaper for MLX) otherwise.
+    kv_kernel.state.cache_clear()  # the switch or the build may have changed
+    kv_storage.install(mx.float16 if kv_kernel.used() else mx.bfloat16)
 
     # Floating parameters only: packed words stay uint32. Before dequantizing, so the
     # widened weights are q * scale + bias exactly: at the file's bfloat16 scales they
@@ -77,6 +85,16 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
 def kernel_state() -> KernelState:
     """Whether the last adapted model uses the native quantized kernel, and why."""
     return _kernel_state
+
+
+def kv_dtype_name(model: nn.Module) -> str:
+    """The float dtype the model's KV cache stores (and a quantized cache's scales)."""
+    from app.core.engine.cache import kv_storage
+
+    stored = kv_storage.storage_dtype()
+    if stored is not None and activation_dtype_name(model) == "float32":
+        return str(stored).removeprefix("mlx.core.")
+    return activation_dtype_name(model)
 
 
 def parameter_bytes(model: nn.Module) -> int:

@@ -14,9 +14,12 @@ machine's limits (shared/NOTES-mlx.md, measured with mlx 0.32.4):
   GQA group and runs MLX's CPU quantized matmuls, which are scalar code: for a prefill
   3-4x slower than the float path, and ``q @ K^T`` over 8K quantized keys took 8-17 ms
   per layer against 0.9 ms for the whole float attention. Here multi-token queries
-  dequantize the cache once and take the dense path. A decode query works on the
-  integers through BLAS (`quantized_products`; measured per layer at 8K keys: float
-  0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
+  dequantize the cache once and take the dense path. A decode query reads the cache as
+  stored through the native KV products when they are built (`kv_kernel`), else works
+  on the integers through BLAS (`quantized_products`; measured per layer at 8K keys:
+  float 0.91 ms, 8-bit 1.05 ms, 4-bit 1.14 ms).
+- The dense cache is stored in 16 bits (`cache.kv_storage`): a prefill widens it once
+  per call, a decode query reads it like a quantized part (kernel or widening).
 - An aged cache (`aged_cache`) hands attention its tiers as a `TieredKV`: parts at the
   activation dtype and at their own key and value bits. A decode query scores every
   part at its precision and takes one softmax over all scores; a prefill dequantizes
@@ -162,6 +165,8 @@ def attention(
     """
     heads, length = queries.shape[1], queries.shape[2]
     key_count = keys.shape[2]
+    # A cache stored in 16 bits (`kv_storage`) is widened once here, not per block.
+    keys, values = keys.astype(queries.dtype), values.astype(queries.dtype)
     block = _query_block(heads, length, key_count)
     if block >= length or not (mask is None or isinstance(mask, str)):
         return _attention_block(queries, keys, values, scale, mask)
@@ -296,6 +301,8 @@ def scaled_dot_product_attention(
     if not _handles(queries, sinks):
         if isinstance(keys, TieredKV):
             keys, values = keys.dense(queries.dtype)
+        elif isinstance(keys, mx.array) and keys.dtype != queries.dtype:
+            keys, values = keys.astype(queries.dtype), values.astype(queries.dtype)
         return _MLX_LM_SDPA(
             queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks
         )
@@ -311,6 +318,10 @@ def scaled_dot_product_attention(
             group_size=cache.group_size,
             bits=cache.bits,
         )
+    if queries.shape[2] == 1 and keys.dtype != queries.dtype:
+        # A decode step over a 16-bit cache: read as stored (the native kernel widens
+        # in registers) rather than widening the whole cache in memory every token.
+        return tiered_attention(queries, TieredKV([KVPart(keys, values)]), scale, mask)
     return attention(queries, keys, values, scale, mask)
 
 

@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import mlx.core as mx
 
+from app.core.engine.cpu import kv_kernel
+
 # Bit widths whose packed words split into whole bytes, nibbles or bit pairs.
 UNPACKABLE_BITS = (8, 4, 2)
 DENSE = 16
@@ -59,9 +61,11 @@ class KVPart:
             keys = dequantized(self.keys, self.group_size, self.key_bits)
         else:
             keys = dense(self.keys)
+        # Widened first: a 16-bit product would be MLX's slow non-BLAS matmul on CPU.
+        keys = keys.astype(dtype)
         if self.rotation is not None:
-            keys = keys @ self.rotation.T.astype(keys.dtype)
-        return keys.astype(dtype)
+            keys = keys @ self.rotation.T.astype(dtype)
+        return keys
 
     def dense_values(self, dtype) -> mx.array:
         """The values at ``dtype``."""
@@ -260,18 +264,28 @@ def quantized_values(
 
 
 def part_scores(folded: mx.array, part: KVPart) -> mx.array:
-    """Scores of decode query rows against one part (rotated to its basis)."""
+    """Scores of decode query rows against one part (rotated to its basis).
+
+    The native kernel reads the part as stored when it is built (`kv_kernel`); else
+    16-bit keys are widened and quantized ones go through `quantized_scores`.
+    """
     if part.rotation is not None:
         folded = folded @ part.rotation.astype(folded.dtype)
+    fast = kv_kernel.scores(folded, part.keys, part.key_bits, part.group_size)
+    if fast is not None:
+        return fast
     if part.key_bits == DENSE:
-        return folded @ dense(part.keys).swapaxes(-1, -2)
+        return folded @ dense(part.keys).astype(folded.dtype).swapaxes(-1, -2)
     return quantized_scores(folded, triple(part.keys), part.key_bits, part.group_size)
 
 
 def part_values(weights: mx.array, part: KVPart) -> mx.array:
     """Weighted values of one part, for that part's slice of the weights."""
+    fast = kv_kernel.values(weights, part.values, part.value_bits, part.group_size)
+    if fast is not None:
+        return fast
     if part.value_bits == DENSE:
-        return weights @ dense(part.values)
+        return weights @ dense(part.values).astype(weights.dtype)
     return quantized_values(
         weights, triple(part.values), part.value_bits, part.group_size
     )

@@ -229,7 +229,7 @@ class Planner:
             self._sizing = kv_sizing(
                 info.folder,
                 info.weights_bytes,
-                info.activation_dtype,
+                info.kv_dtype,
                 self.preset.kv_bits,
                 self.preset.kv_group,
                 settings=self._budget_settings,

@@ -5,6 +5,7 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include "qkv.h"
 #include "qmm.h"
 
 namespace nb = nanobind;
@@ -24,6 +25,12 @@ NB_MODULE(_swapless_qmm, m) {
       nb::kw_only(),
       "stream"_a = nb::none(),
       "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
+  m.def("kv_scores", &swapless::kv_scores, "q"_a, "k"_a, "scales"_a.none(), "biases"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "q @ K^T per (batch, kv head) over a cache as stored (bits 16: dense).");
+  m.def("kv_values", &swapless::kv_values, "p"_a, "v"_a, "scales"_a.none(), "biases"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "p @ V per (batch, kv head) over a cache as stored (bits 16: dense).");
   m.def("simd_path", &swapless::simd_path, "The path taken now: avx512, avx2 or scalar.");
   m.def("simd_paths", &swapless::simd_paths, "The paths this CPU can run, fastest first.");
   m.def(
