@@ -8,7 +8,7 @@ above a user's own llama-bench (a llama.cpp checkout's ``build/bin``), run by th
 converter venv's Python or ``$SWAPLESS_PEERS_PYTHON``.
 
 Each ``llama-bench`` run is a process of its own; its peak RSS is read from the kernel
-when it exits (``wait4``), so it is llama.cpp's alone.
+when it exits (``wait4``, through a small waiting process), so it is llama.cpp's alone.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import json
 import os
 import shutil
 import subprocess
-import threading
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,15 @@ PRE_TOKENIZER = "qwen2"
 Qwen2's split regex (`tokenizer_training`), but the converter only recognizes a
 pre-tokenizer by hashing a known vocabulary's output, so it is named for it."""
 RUN_TIMEOUT_S = 3600
+# Runs a command and writes its peak RSS (KiB, wait4's ru_maxrss) to a file.
+_WAIT = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 # Runs llama.cpp's converter with one change: an unknown vocabulary hash falls back to
 # the named pre-tokenizer instead of refusing (random-weight models have their own BPE).
 _CONVERT = """
@@ -92,8 +102,9 @@ def find_tools(given: str = "") -> tuple[Tools | None, str]:
         if bench is None:
             return None, f"llama-bench {named!r} is not an executable file"
     else:
+        on_path = shutil.which("llama-bench")
         bench = _executable(build.llama_bench) or _executable(
-            Path(shutil.which("llama-bench") or "")
+            Path(on_path) if on_path else None
         )
         if bench is None:
             return None, (
@@ -118,7 +129,8 @@ def find_tools(given: str = "") -> tuple[Tools | None, str]:
     )
     if converter is None:
         return None, "no convert_hf_to_gguf.py: run `make peers` (it unpacks llama.cpp)"
-    python = _executable(Path(os.environ.get(PYTHON_ENV, "")) or None) or _executable(
+    named_python = os.environ.get(PYTHON_ENV)
+    python = _executable(Path(named_python) if named_python else None) or _executable(
         build.venv_python
     )
     if python is None:
@@ -277,20 +289,24 @@ def run_bench(
 
 
 def _run_measured(command: list[str], err) -> tuple[str, int]:
-    """Run ``command``; return its stdout and its own peak RSS in bytes."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
-    timer = threading.Timer(RUN_TIMEOUT_S, process.kill)
-    timer.start()
-    try:
-        assert process.stdout is not None, "opened with stdout=PIPE"
-        out = process.stdout.read()
-        # wait4, not wait(): the rusage of this child alone (ru_maxrss, KiB on Linux).
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        timer.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(
-            f"llama-bench exited with {process.returncode}: {' '.join(command)}"
+    """Run ``command``; return its stdout and its own peak RSS in bytes.
+
+    Through a small Python that waits for it: a child forked straight from this
+    process would report this process's peak too (Linux carries the parent's high-water
+    mark across fork and exec into ``ru_maxrss``), so the figure would be the bench's.
+    """
+    with tempfile.TemporaryDirectory(prefix="swapless-peers-") as folder:
+        peak_file = Path(folder) / "peak"
+        done = subprocess.run(
+            [sys.executable, "-c", _WAIT, str(peak_file), *command],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
         )
-    return out, int(usage.ru_maxrss) * 1024
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"llama-bench exited with {done.returncode}: {' '.join(command)}"
+            )
+        return done.stdout, int(peak_file.read_text()) * 1024  # KiB on Linux

@@ -48,6 +48,7 @@ GROUP = 64
 SEED = 0
 TARGETS = {"prefill": 0.8, "decode": 0.8, "peak_rss": 1.3}
 """Issue 32's targets: speed at least 0.8x llama.cpp's, peak RSS at most 1.3x."""
+_FLASH = {-1: "auto", 0: "off", 1: "on"}  # llama-bench's JSON writes the enum
 THREAD_VARIABLES = ("BLIS_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
@@ -317,7 +318,8 @@ def _result(s, tools, gguf, made, found, limits) -> PartResult:
     result.notes.append(
         f"Same {s.peers_shape} weights (random, seed {SEED}): llama.cpp Q4_0 "
         f"({made['q4_0_bytes'] / 1e6:.0f} MB GGUF, build {some_test.get('build_commit')}, "
-        f"KV {some_test.get('type_k')}, flash attention {some_test.get('flash_attn')}) vs "
+        f"KV {some_test.get('type_k')}, flash attention "
+        f"{_FLASH.get(some_test.get('flash_attn'), some_test.get('flash_attn'))}) vs "
         f"Swapless {BITS}-bit g{GROUP} (native kernel: {worker['kernel_reason']}), 16-bit "
         f"KV. Machine limits: read bandwidth {limits.read_bytes_per_s / 1e9:.1f} GB/s, "
         f"fp32 GEMM peak {limits.gemm_flops_per_s / 1e9:.0f} GFLOP/s."
