@@ -21,7 +21,7 @@ interleaved:
 - peak RSS: each process's own, from the kernel (``ru_maxrss``): for llama.cpp the
   largest over its runs, for Swapless its worker's over all its tests.
 
-Without llama-bench the part is skipped with the reason and how to get one.
+Without llama-bench the part reports one row: skipped, why, and how to get one.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from app.bench.context import BenchContext
 from app.bench.parts import limits as machine_limits
 from app.bench.parts.peers import llama_side
 from app.bench.parts.peers.swapless_worker import MARKER
-from app.bench.results import NotAvailable, PartResult, Row, yes_no
+from app.bench.results import PartResult, Row, yes_no
 from app.bench.stats import pair_ratios, spread_text, summarize
 
 NAME = "peers"
@@ -53,15 +53,18 @@ THREAD_VARIABLES = ("BLIS_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS
 
 
 def available(ctx: BenchContext) -> str | None:
-    """Needs llama-bench (and its converter) and a source checkout (worker processes)."""
+    """Needs a source checkout (worker processes) and the CPU backend.
+
+    A machine without llama.cpp is not a skip: the part reports one row saying so and
+    how to get it, and the run's other verdicts stay complete.
+    """
     if getattr(sys, "frozen", False):
         return "needs a source checkout: a frozen app cannot start Python workers"
     from app.core.engine.cpu.backend import uses_metal
 
     if uses_metal():
         return "compares the CPU backend; on Metal llama.cpp would run on the GPU"
-    _, reason = llama_side.find_tools(ctx.settings.llama_bench)
-    return reason or None
+    return None
 
 
 def _models(ctx: BenchContext, shape: str) -> tuple[Path, Path]:
@@ -235,7 +238,10 @@ def run(ctx: BenchContext) -> PartResult:
     s = ctx.settings
     tools, reason = llama_side.find_tools(s.llama_bench)
     if tools is None:
-        raise NotAvailable(reason)
+        result = PartResult()
+        result.figures = {"llama_cpp_found": False, "reason": reason}
+        result.rows = [Row("llama.cpp side by side", f"skipped: {reason}")]
+        return result
     limits = machine_limits.for_run(ctx)
     source, quantized = _models(ctx, s.peers_shape)
     identical = ctx.engine.submit(same_weights, source, quantized).result()
@@ -296,6 +302,7 @@ def _result(s, tools, gguf, made, found, limits) -> PartResult:
     first = found[str(s.peers_threads[0])]
     some_test = next(iter(first["tests"].values()))["llama_cpp"][0]
     result.figures = {
+        "llama_cpp_found": True,
         "shape": s.peers_shape,
         "threads": list(s.peers_threads),
         "prefill_tokens": list(s.peers_prefill),
