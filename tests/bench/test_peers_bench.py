@@ -120,3 +120,14 @@ def test_bench_refuses_a_missing_llama_bench_in_one_line(tmp_path):
         result.stderr.strip() == f"swapless bench: no llama-bench at {tmp_path}/absent"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_the_llama_bench_path_is_kept_in_the_recorded_command():
+    import argparse
+
+    from app.cli import bench_command
+
+    parser = argparse.ArgumentParser()
+    bench_command.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "--only", "peers", "--llama-bench", "/x/lb"])
+    assert bench_command._command_args(args)[-2:] == ["--llama-bench", "/x/lb"]
