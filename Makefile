@@ -16,7 +16,7 @@ else ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif
 
-.PHONY: native run test test-slow soak lint format bench screenshot screenshots screenshots-look package package-test install-desktop clean
+.PHONY: native peers run test test-slow soak lint format bench screenshot screenshots screenshots-look package package-test install-desktop clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Swapless needs Python 3.11+"'
@@ -40,6 +40,12 @@ native: $(STAMP)
 
 run: $(NATIVE_STAMP)
 	$(BIN)/swapless
+
+# llama.cpp to compare with (docs/peers.md): llama-bench and llama-quantize built from
+# the llama-cpp-python sdist, and a venv for its converter (torch), once, into
+# ~/.cache/swapless/peers; `swapless bench --only peers` then runs side by side.
+peers: $(STAMP)
+	$(BIN)/python -m app.bench.parts.peers.llama_build
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests $(wildcard packaging)

@@ -17,6 +17,7 @@ _MODULES = {
     "limits": "app.bench.parts.limits",
     "engine_overhead": "app.bench.parts.engine_overhead",
     "native_kernel": "app.bench.parts.native_kernel",
+    "peers": "app.bench.parts.peers.peers",
     "kv_bytes": "app.bench.parts.kv_bytes",
     "turn_reuse": "app.bench.parts.turn_reuse",
     "splice": "app.bench.parts.splice",

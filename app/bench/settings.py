@@ -90,6 +90,14 @@ class BenchSettings:
         native_pairs: Interleaved kernel/float32 decode pairs.
         native_decode_tokens: Greedy tokens timed per decode run.
         native_reps: Repetitions of each kernel bandwidth timing (the best counts).
+        peers_shape: Model shape of the llama.cpp comparison (`parts.peers`).
+        peers_threads: Thread counts both sides run at.
+        peers_prefill: Prompt lengths of the prefill tests.
+        peers_depths: Context depths of the decode tests.
+        peers_decode_tokens: Tokens generated per decode test.
+        peers_rounds: Interleaved rounds (each side once per test and round).
+        llama_bench: A ``llama-bench`` to compare with (empty:
+            ``$SWAPLESS_LLAMA_BENCH``, else the ``make peers`` build).
     """
 
     quick: bool = False
@@ -148,6 +156,14 @@ class BenchSettings:
     native_pairs: int = 3
     native_decode_tokens: int = 24
     native_reps: int = 5
+    peers_shape: str = "qwen05"
+    peers_threads: tuple[int, ...] = (1, 2)
+    # 8,192-token prefill is left out of a full run: ~10 minutes more on 2 cores.
+    peers_prefill: tuple[int, ...] = (512, 2048)
+    peers_depths: tuple[int, ...] = (512, 4096)
+    peers_decode_tokens: int = 32
+    peers_rounds: int = 2
+    llama_bench: str = ""
 
     def to_dict(self) -> dict:
         """Return the settings as JSON-ready values."""
@@ -204,6 +220,10 @@ QUICK = BenchSettings(
     native_pairs=1,
     native_decode_tokens=12,
     native_reps=3,
+    peers_prefill=(512,),
+    peers_depths=(512,),
+    peers_decode_tokens=16,
+    peers_rounds=1,
 )
 SMOKE = QUICK.with_changes(
     overhead_pairs=2,
@@ -258,6 +278,11 @@ SMOKE = QUICK.with_changes(
     native_shape="tiny",
     native_decode_tokens=4,
     native_reps=1,
+    peers_shape="tiny",
+    peers_threads=(1,),
+    peers_prefill=(64,),
+    peers_depths=(64,),
+    peers_decode_tokens=4,
 )
 """The smallest sizes that still run every part's code end to end on the ``tiny``
 model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""

@@ -60,6 +60,12 @@ def register(subcommands) -> None:
         "4.0, not shipped) for the recall_view part; default: $SWAPLESS_LOCOMO, "
         "else that part skips LoCoMo",
     )
+    parser.add_argument(
+        "--llama-bench",
+        metavar="PATH",
+        help="llama.cpp's llama-bench for the peers part (llama-quantize next to it); "
+        "default: $SWAPLESS_LLAMA_BENCH, else the one `make peers` builds",
+    )
     parser.set_defaults(run=run)
 
 
@@ -92,6 +98,8 @@ def _command_args(args: argparse.Namespace) -> list[str]:
         words += ["--contexts", args.contexts]
     if args.locomo:
         words += ["--locomo", args.locomo]
+    if args.llama_bench:
+        words += ["--llama-bench", args.llama_bench]
     return words
 
 
@@ -116,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"swapless bench: no LoCoMo data at {args.locomo}", file=sys.stderr)
             return 2
         settings = settings.with_changes(locomo_path=args.locomo)
+    if args.llama_bench:
+        if not Path(args.llama_bench).expanduser().is_file():
+            print(
+                f"swapless bench: no llama-bench at {args.llama_bench}", file=sys.stderr
+            )
+            return 2
+        settings = settings.with_changes(llama_bench=args.llama_bench)
     command = shlex.join(["swapless", *_command_args(args)])
     results = run_bench(
         args.out,
