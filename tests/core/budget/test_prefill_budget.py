@@ -81,5 +81,7 @@ def test_device_budget_keeps_a_chunk_inside_the_room_outside_the_kv_limit(geomet
         assert chunk_bytes(g, size, context, per_token, 4) <= allowance
         assert chunk_bytes(g, size + CHUNK_STEP, context, per_token, 4) > allowance
     # Plenty of memory: the ceiling decides.
-    roomy = DeviceBudget(64 * GIB, 200 * 2**20, g, settings, 4, per_token)
+    roomy = DeviceBudget(
+        64 * GIB, 200 * 2**20, g, settings, 4, activation_bytes_per_token=per_token
+    )
     assert roomy.prefill_chunk(8192, 256) == 256
