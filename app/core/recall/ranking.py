@@ -1,19 +1,25 @@
-"""Rank recall's candidates by relevance and importance; drop out-of-date ones.
+"""Rank recall's candidates by relevance, coverage and importance; drop out-of-date ones.
 
-BM25 says which trimmed pairs share the new message's words; it cannot tell a
+BM25 says which trimmed messages share the new message's words; it cannot tell a
 statement from a question that merely repeats the words ("Which locker number is it?"
 outranks "My locker number is 4417." by being shorter). So each pair's BM25 relevance
 is weighted by its importance (`app.core.trim.importance`: facts, decisions,
-corrections), and a pair whose statements a newer message supersedes ("… is now 17"
-after "… is 42", in another candidate or in the messages still in view) is not
-recalled: the model should see the current value only.
+corrections) and by its coverage: the share of the query's distinct words the whole
+pair holds (BM25 scores the one message that matched, so a pair whose question and
+reply each hold some of the words ranks with the one that repeats a single word).
+A pair whose statements a newer message supersedes ("… is now 17" after "… is 42", in
+another candidate or in the messages still in view) is not recalled: the model should
+see the current value only.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
 from app.core.recall.block import Recallable
+from app.core.store.search import prefix_stem
 from app.core.trim.facts import sentences
 from app.core.trim.importance import claims, importance, superseded
 
@@ -21,6 +27,10 @@ Found = list[tuple[tuple[Recallable, ...], float]]
 # Relevance gains this share per point of importance, up to `MAX_IMPORTANCE` points.
 IMPORTANCE_WEIGHT = 0.15
 MAX_IMPORTANCE = 8
+# Relevance gains up to this share for a pair that holds every query word (measured
+# on LoCoMo, docs/measured.md: 1, 3 and 5 gave 1,139, 1,146 and 1,147 of 1,980).
+COVERAGE_WEIGHT = 3.0
+_WORD = re.compile(r"[^\W_]+")
 
 
 def pair_importance(pair: tuple[Recallable, ...]) -> int:
@@ -65,9 +75,31 @@ def _id(message: Recallable) -> int:
     return message.id
 
 
-def ranked(found: Found) -> list[tuple[Recallable, ...]]:
-    """Pairs best first: BM25 weighted by importance; at an equal score the more
-    important, then the newer.
+def _fold(text: str) -> str:
+    """Lowercase without diacritics, as the store's tokenizer indexes words."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def coverage(pair: tuple[Recallable, ...], terms: Sequence[str]) -> float:
+    """The share of ``terms`` that some message of ``pair`` holds, as the query
+    matches them (a word of four letters or more by its stem's prefix:
+    `app.core.store.search.prefix_stem`); 0 for no terms.
+    """
+    distinct = {_fold(t) for t in terms}
+    if not distinct:
+        return 0.0
+    words = {w for m in pair for w in _WORD.findall(_fold(m.content))}
+    held = 0
+    for term in distinct:
+        stem = prefix_stem(term)
+        held += any(w.startswith(stem) for w in words) if stem else term in words
+    return held / len(distinct)
+
+
+def ranked(found: Found, terms: Sequence[str] = ()) -> list[tuple[Recallable, ...]]:
+    """Pairs best first: BM25 weighted by importance and by coverage of ``terms``
+    (the query's words); at an equal score the more important, then the newer.
 
     A fact stated again in the same words matches the question exactly as well as
     the first statement did, so the newer wins when only one fits the budget. Near
@@ -79,7 +111,10 @@ def ranked(found: Found) -> list[tuple[Recallable, ...]]:
     weighted = []
     for pair, relevance in found:
         points = min(pair_importance(pair), MAX_IMPORTANCE)
-        weighted.append((pair, relevance * (1 + IMPORTANCE_WEIGHT * points), points))
+        covered = 1 + COVERAGE_WEIGHT * coverage(pair, terms)
+        weighted.append(
+            (pair, relevance * (1 + IMPORTANCE_WEIGHT * points) * covered, points)
+        )
     ordered = sorted(
         weighted,
         key=lambda item: (-item[1], -item[2], -max(m.id for m in item[0])),

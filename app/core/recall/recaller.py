@@ -50,7 +50,8 @@ def recall_for(
 ) -> RecallResult:
     """Find the trimmed originals ``text`` needs and choose what fits ``budget``.
 
-    Candidates are ranked by BM25 weighted by importance, and out-of-date ones
+    Candidates are ranked by BM25 weighted by importance and by how many of the
+    query's words each pair holds, and out-of-date ones
     (superseded by a newer candidate or by ``newer``) are left out (`ranking`).
 
     Args:
@@ -67,11 +68,12 @@ def recall_for(
     if not terms or budget <= 0:
         return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
     # Words in most messages weigh nothing in BM25 but cost the most to score.
-    query = terms_query(store.informative_terms(terms, conversation_id))
+    terms = store.informative_terms(terms, conversation_id)
+    query = terms_query(terms)
     if not query:
         return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
     found: Found = list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS))
-    return _chosen(found, query, budget, count_tokens, exclude, newer, started)
+    return _chosen(found, terms, budget, count_tokens, exclude, newer, started)
 
 
 def recall_among(
@@ -94,17 +96,17 @@ def recall_among(
         newer: ``(role, text)`` of the messages in view after the trimmed ones.
     """
     started = time.perf_counter()
-    terms = recall_terms(text)
-    query = terms_query(index.informative_terms(terms)) if budget > 0 else ""
+    terms = index.informative_terms(recall_terms(text)) if budget > 0 else []
+    query = terms_query(terms)
     if not query:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
     found: Found = list(index.search(query, SEARCH_PAIRS))
-    return _chosen(found, query, budget, count_tokens, exclude, newer, started)
+    return _chosen(found, terms, budget, count_tokens, exclude, newer, started)
 
 
 def _chosen(
     found: Found,
-    query: str,
+    terms: list[str],
     budget: int,
     count_tokens: Callable[[str], int],
     exclude: Iterable[int],
@@ -117,8 +119,9 @@ def _chosen(
         for pair, relevance in found
         if not any(m.id in skip for m in pair)
     ]
-    recalled = choose(ranked(current_only(found, newer)), budget, count_tokens)
+    ordered = ranked(current_only(found, newer), terms)
+    recalled = choose(ordered, budget, count_tokens)
     recalled = tuple(sorted(recalled, key=lambda r: r.message_id))
     return RecallResult(
-        recalled, query, len(found), (time.perf_counter() - started) * 1000
+        recalled, terms_query(terms), len(found), (time.perf_counter() - started) * 1000
     )

@@ -26,6 +26,10 @@ PRUNE_FROM_MESSAGES = 500
 # Recall's words this long or longer match as prefixes (`terms_match`); shorter ones
 # would match too much ("go" finds "good", "gone", "got").
 PREFIX_FROM = 4
+# Endings a prefix drops first (`prefix_stem`), so "camping" also finds "camped".
+_ENDINGS = ("ing", "ed", "es", "s", "ly")
+# A prefix is never shorter than this ("run" from "running"; "is" stays "is").
+MIN_STEM = 3
 
 
 def fts_query(text: str) -> str:
@@ -218,13 +222,44 @@ def _too_common(
 def terms_match(term: str) -> str:
     """The FTS5 query of one lowercased word, quoted, as recall's OR query has it.
 
-    A word of `PREFIX_FROM` characters or more is a prefix ("group" also matches
-    "groups"): the tokenizer does not stem. Counted as the query matches, so a
-    prefix whose longer words fill the conversation ("rive": "river") is left out
-    like a common word, not scored in every row.
+    A word of `PREFIX_FROM` characters or more is a prefix of its stem
+    (`prefix_stem`: "camping" matches "camp", "camped", "camping"): the tokenizer
+    does not stem. Counted as the query matches, so a prefix whose longer words
+    fill the conversation ("rive": "river") is left out like a common word, not
+    scored in every row.
     """
-    quoted = '"' + term.replace('"', '""') + '"'
-    return quoted + "*" if len(term) >= PREFIX_FROM else quoted
+    stem = prefix_stem(term)
+    quoted = '"' + (stem or term).replace('"', '""') + '"'
+    return quoted + "*" if stem else quoted
+
+
+def prefix_stem(term: str) -> str:
+    """The prefix recall matches a lowercased word by, or "" to match it exactly.
+
+    A word under `PREFIX_FROM` characters is exact. A longer word of letters loses
+    one common ending ("-ing", "-ed", "-es", "-s", "-ly"; not "-ss"), a doubled last
+    consonant that ending left ("running": "run"), then a final "e" ("write":
+    "writ", so "writing" matches too), never below `MIN_STEM` letters (a final "e"
+    only from a stem over `PREFIX_FROM` letters: "hike" stays). A light stand-in for
+    stemming: on LoCoMo it put every evidence turn in view for 1,123 questions of
+    1,980 at 2K (0.3 share) against 1,109 with the whole word as prefix
+    (docs/measured.md).
+    """
+    if len(term) < PREFIX_FROM:
+        return ""
+    if not term.isalpha():
+        return term
+    stem = term
+    for ending in _ENDINGS:
+        if stem.endswith(ending) and len(stem) - len(ending) >= MIN_STEM:
+            if ending != "s" or not stem.endswith("ss"):
+                stem = stem[: -len(ending)]
+            break
+    if stem != term and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+        stem = stem[:-1]
+    if stem.endswith("e") and len(stem) > PREFIX_FROM:
+        stem = stem[:-1]
+    return stem
 
 
 def _id_range(db: Database, conversation_id: int) -> tuple[int, int, int]:

@@ -4,7 +4,12 @@ more important, then the newer."""
 from __future__ import annotations
 
 from app.core.recall.in_memory import Original
-from app.core.recall.ranking import IMPORTANCE_WEIGHT, pair_importance, ranked
+from app.core.recall.ranking import (
+    IMPORTANCE_WEIGHT,
+    coverage,
+    pair_importance,
+    ranked,
+)
 
 PLAIN = (
     Original(1, "user", "We talked about the harbor at length."),
@@ -30,3 +35,30 @@ def test_at_an_equal_score_the_newer_pair_wins():
     newer = (Original(5, "user", "the harbor"), Original(6, "assistant", "yes"))
     assert ranked([(older, 1.0), (newer, 1.0)]) == [newer, older]
     assert ranked([]) == []
+
+
+def test_coverage_counts_the_query_words_the_whole_pair_holds():
+    pair = (
+        Original(1, "user", "Where did you go camping?"),
+        Original(2, "assistant", "We camped by the Lake, roasting marshmallows."),
+    )
+    assert coverage(pair, ["camping", "lake", "marshmallow"]) == 1.0
+    # Exact below four letters: "art" is not "artist"; a stem's prefix above.
+    assert coverage(pair, ["lake", "art", "roasted", "hiking"]) == 0.5
+    assert coverage((Original(3, "user", "Café crème"),), ["cafe", "creme"]) == 1.0
+    assert coverage(pair, []) == 0.0
+
+
+def test_a_pair_holding_more_of_the_query_words_outranks_a_stronger_single_match():
+    both = (
+        Original(1, "user", "Which book did you read?"),
+        Original(2, "assistant", "Melanie recommended it: a novel about camping."),
+    )
+    one = (
+        Original(3, "user", "Camping, camping, camping."),
+        Original(4, "assistant", "Yes."),
+    )
+    terms = ["book", "melanie", "camping"]
+    # BM25 alone prefers the message that repeats one word.
+    assert ranked([(one, 1.5), (both, 1.0)]) == [one, both]
+    assert ranked([(one, 1.5), (both, 1.0)], terms) == [both, one]

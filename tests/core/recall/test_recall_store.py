@@ -118,8 +118,9 @@ def test_the_block_precedes_the_message_and_nothing_changes_without_one():
     assert "User: My cat is Tom." in text
 
 
-def test_the_budget_is_a_fifth_of_the_limit_up_to_1024():
-    assert recall_budget(512) == 102
+def test_the_budget_is_three_tenths_of_the_limit_up_to_1024():
+    assert recall_budget(512) == 153
+    assert recall_budget(2048) == 614
     assert recall_budget(32_768) == 1024
 
 
