@@ -15,8 +15,8 @@ from types import ModuleType
 # is one line here (limits first: the speed parts report fractions of them).
 _MODULES = {
     "limits": "app.bench.parts.limits",
-    "engine_overhead": "app.bench.parts.engine_overhead",
-    "native_kernel": "app.bench.parts.native_kernel",
+    "engine_overhead": "app.bench.parts.engine_speed.engine_overhead",
+    "native_kernel": "app.bench.parts.engine_speed.native_kernel",
     "peers": "app.bench.parts.peers.peers",
     "kv_bytes": "app.bench.parts.kv_bytes",
     "turn_reuse": "app.bench.parts.turn_reuse",

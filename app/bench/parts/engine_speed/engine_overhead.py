@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from app.bench.context import BenchContext, greedy, kv_settings
-from app.bench.parts.decode_split import measure_split
+from app.bench.parts.engine_speed.decode_split import measure_split
 from app.bench.results import PartResult, Row, yes_no
 from app.bench.settings import TARGETS
 from app.bench.stats import pair_ratios, spread_text, summarize
