@@ -11,17 +11,15 @@ speed and time to first token.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
-from typing import IO
 
 from app.bench.context import BenchContext
 from app.bench.parts.conversation_worker import MARKER
 from app.bench.results import PartResult, Row
+from app.bench.worker_process import WorkerProcess
 from app.core.presets.presets import MAX_CONTEXT
 
 NAME = "long_conversation"
@@ -37,65 +35,17 @@ def available(ctx: BenchContext) -> str | None:
     return None
 
 
-class _Worker:
-    def __init__(self, name: str, config: dict, log_path: Path, home: Path):
-        self.name = name
+def _worker(name: str, config: dict, log_path: Path, home: Path) -> WorkerProcess:
+    return WorkerProcess(
+        "app.bench.parts.conversation_worker",
+        config,
+        marker=MARKER,
+        log_path=log_path,
         # Its own app home: the worker's engine must not touch the user's prefix cache.
-        env = dict(os.environ, SWAPLESS_HOME=str(home))
-        self._log = log_path.open("w")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "app.bench.parts.conversation_worker",
-                json.dumps(config),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            env=env,
-        )
-        self.ready = self._read()
-
-    @property
-    def _stdin(self) -> IO[str]:
-        assert self.process.stdin is not None, "opened with stdin=PIPE"
-        return self.process.stdin
-
-    @property
-    def _stdout(self) -> IO[str]:
-        assert self.process.stdout is not None, "opened with stdout=PIPE"
-        return self.process.stdout
-
-    def _read(self) -> dict:
-        for line in self._stdout:
-            if line.startswith(MARKER):
-                return json.loads(line[len(MARKER) :])
-        self.process.wait()
-        raise RuntimeError(
-            f"the {self.name} worker exited with code {self.process.returncode}; "
-            f"see {self._log.name}"
-        )
-
-    def turn(self, number: int, text: str) -> dict:
-        self._stdin.write(json.dumps({"op": "turn", "turn": number, "text": text}))
-        self._stdin.write("\n")
-        self._stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        try:
-            if self.process.poll() is None:
-                self._stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self._stdin.flush()
-                self._stdin.close()
-                self.process.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
-        finally:
-            self._log.close()
+        env=dict(os.environ, SWAPLESS_HOME=str(home)),
+        name=name,
+        quit_timeout=30,
+    )
 
 
 def user_message(ctx: BenchContext, turn: int) -> str:
@@ -112,7 +62,7 @@ def run(ctx: BenchContext) -> PartResult:
     scratch = Path(ctx.scratch or ctx.out_dir)
     scratch.mkdir(parents=True, exist_ok=True)
     limits = {"on": s.conversation_max_context, "off": MAX_CONTEXT}
-    workers: dict[str, _Worker] = {}
+    workers: dict[str, WorkerProcess] = {}
     turns: dict[str, list] = {c: [] for c in CONDITIONS}
     try:
         for condition in CONDITIONS:
@@ -124,7 +74,7 @@ def run(ctx: BenchContext) -> PartResult:
                 "max_context": limits[condition],
                 "max_tokens": s.conversation_max_tokens,
             }
-            workers[condition] = _Worker(
+            workers[condition] = _worker(
                 condition,
                 config,
                 scratch / f"long-conversation-{condition}.log",
@@ -133,7 +83,9 @@ def run(ctx: BenchContext) -> PartResult:
         for turn in range(1, s.conversation_turns + 1):
             text = user_message(ctx, turn)
             for condition in CONDITIONS:
-                turns[condition].append(workers[condition].turn(turn, text))
+                turns[condition].append(
+                    workers[condition].ask(op="turn", turn=turn, text=text)
+                )
             if turn % 10 == 0:
                 ctx.log(
                     f"  turn {turn}: KV on {turns['on'][-1]['kv_bytes'] / 2**20:.2f} MiB, "

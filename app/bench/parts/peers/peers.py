@@ -26,12 +26,9 @@ Without llama-bench the part reports one row: skipped, why, and how to get one.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import IO
 
 from app.bench.context import BenchContext
 from app.bench.parts import limits as machine_limits
@@ -39,6 +36,7 @@ from app.bench.parts.peers import llama_side
 from app.bench.parts.peers.swapless_worker import MARKER
 from app.bench.results import PartResult, Row, yes_no
 from app.bench.stats import pair_ratios, spread_text, summarize
+from app.bench.worker_process import WorkerProcess
 
 NAME = "peers"
 TITLE = "llama.cpp side by side (prefill, decode, peak RSS)"
@@ -99,63 +97,22 @@ def same_weights(source: Path, quantized: Path) -> bool:
     )
 
 
-class _Worker:
+class _Worker(WorkerProcess):
     """Swapless's engine in its own process, at one thread count."""
 
     def __init__(self, model: Path, threads: int, scratch: Path, log_path: Path):
         scratch.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads)))
-        self._log = log_path.open("w")
         config = {"model": str(model), "threads": threads, "scratch": str(scratch)}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "app.bench.parts.peers.swapless_worker",
-                json.dumps(config),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            env=env,
+        super().__init__(
+            "app.bench.parts.peers.swapless_worker",
+            config,
+            marker=MARKER,
+            log_path=log_path,
+            env=dict(os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))),
+            name="Swapless",
+            quit_timeout=60,
         )
-        self.ready = self._read()
         self.prompts = 0  # prefill prompts sent: each gets its own seed
-
-    @property
-    def _stdin(self) -> IO[str]:
-        assert self.process.stdin is not None, "opened with stdin=PIPE"
-        return self.process.stdin
-
-    def _read(self) -> dict:
-        assert self.process.stdout is not None, "opened with stdout=PIPE"
-        for line in self.process.stdout:
-            if line.startswith(MARKER):
-                return json.loads(line[len(MARKER) :])
-        self.process.wait()
-        raise RuntimeError(
-            f"the Swapless worker exited with code {self.process.returncode}; "
-            f"see {self._log.name}"
-        )
-
-    def ask(self, **command) -> dict:
-        self._stdin.write(json.dumps(command) + "\n")
-        self._stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        try:
-            if self.process.poll() is None:
-                self._stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self._stdin.flush()
-                self._stdin.close()
-                self.process.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
-        finally:
-            self._log.close()
 
 
 def _tests(s) -> list[tuple[str, int]]:
