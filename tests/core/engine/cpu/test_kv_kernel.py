@@ -24,10 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    built = native_build.build()
-    if built.path is None:
-        pytest.skip(f"native kernel unavailable: {built.reason}")
+def kernel(native_built):
     kv_kernel.state.cache_clear()
     state = kv_kernel.state()
     assert state.used, state.reason

@@ -22,10 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    built = native_build.build()
-    if built.path is None:
-        pytest.skip(f"native kernel unavailable: {built.reason}")
+def kernel(native_built):
     module = native_kernel.load_module()
     assert module is not None
     yield module

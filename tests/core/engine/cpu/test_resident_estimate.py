@@ -36,10 +36,8 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    built = native_build.build()
-    if built.path is None:
-        pytest.skip(f"native kernel unavailable: {built.reason}")
+def kernel(native_built):
+    return native_built
 
 
 def _quantized_copy(source, folder, predicate, bits=4):
