@@ -57,6 +57,14 @@ class Marker:
         return json.dumps(self.text)
 
 
+def more_calls(separator: str, parallel: bool) -> str:
+    """Up to `MAX_PARALLEL_CALLS` - 1 further calls after the first, each after
+    ``separator`` (none without ``parallel``)."""
+    if not parallel:
+        return ""
+    return f"({json.dumps(separator)} call){{0,{MAX_PARALLEL_CALLS - 1}}}"
+
+
 def json_schema_grammar(schema: dict[str, Any]) -> str:
     """The grammar of compact JSON that validates against ``schema``."""
     return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=COMPACT)
@@ -100,9 +108,8 @@ def tool_call_grammar(
     the shape of mlx-lm's ``json_tools`` format (Qwen 2.5/3, Hermes).
     """
     body = {**call_body_schema(tools, choice), "x-guidance": COMPACT}
-    repeat = f'("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
     lark = (
-        f"start: call {repeat}\n"
+        f"start: call {more_calls(chr(10), parallel)}\n"
         f'call: {start.lark()} "\\n" body "\\n" {end.lark()}\n'
         f"body: %json {json.dumps(body)}\n"
     )

@@ -32,9 +32,9 @@ import llguidance
 
 from app.core.tools.grammar import (
     COMPACT,
-    MAX_PARALLEL_CALLS,
     Marker,
     lazy_call_grammar,
+    more_calls,
     tool_call_grammar,
 )
 from app.core.tools.tool_specs import ToolChoice
@@ -58,18 +58,17 @@ def forced_call_grammar(
     if format_name == "json_tools":
         return tool_call_grammar(tools, choice, start=start, end=end, parallel=parallel)
     if format_name == "qwen3_coder":
-        repeat = f'("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
         rules = [
-            f"start: call {repeat}",
+            f"start: call {more_calls(chr(10), parallel)}",
             f'call: {start.lark()} "\\n<function=" function "</function>\\n" '
             f"{end.lark()}",
             *_xml_function_rules(allowed),
         ]
         return _compile(rules)
     if format_name == "pythonic":
-        repeat = f'(", " call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
         rules = [
-            f'start: {start.lark()} "[" call {repeat} "]" {end.lark()}',
+            f'start: {start.lark()} "[" call {more_calls(", ", parallel)} "]" '
+            f"{end.lark()}",
             *_pythonic_call_rules(allowed),
         ]
         return _compile(rules)
@@ -90,8 +89,7 @@ def lazy_markup_grammar(
         ]
         return _compile(rules)
     if format_name == "pythonic":
-        repeat = f'(", " call){{0,{MAX_PARALLEL_CALLS - 1}}}'
-        rules = [f'start: "[" call {repeat} "]" {end.lark()}']
+        rules = [f'start: "[" call {more_calls(", ", True)} "]" {end.lark()}']
         rules += _pythonic_call_rules(tools)
         return _compile(rules)
     return None
@@ -195,7 +193,7 @@ def _pythonic_call_rules(tools: Sequence[ToolSpec]) -> list[str]:
         for j, (name, prop, _) in enumerate(props):
             value = {**prop, "x-guidance": COMPACT}
             rules.append(f"value_{i}_{j}: %json {json.dumps(value)}")
-            parts.append(f'"{name}=" value_{i}_{j}')
+            parts.append(f"{json.dumps(name + '=')} value_{i}_{j}")
         rules.append(
             f"call_{i}: {json.dumps(tool.name + '(')} "
             f'{_pythonic_arguments(parts, [n for _, _, n in props])} ")"'
