@@ -69,6 +69,7 @@ class MessageIndex:
     def __init__(self, messages: Sequence[Original]):
         usable = [m for m in messages if m.role in ("user", "assistant") and m.content]
         self._pairs = pairs_of(usable)
+        self._next = {m.id: usable[i + 1] for i, m in enumerate(usable[:-1])}
         self.size = len(usable)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
@@ -97,6 +98,14 @@ class MessageIndex:
                 for term in terms
             }
         return [t for t in terms if 2 * counts[t] < self.size]
+
+    def pair_after(self, message_id: int) -> tuple[Original, ...] | None:
+        """The user+reply pair that starts right after ``message_id`` (as
+        `Store.trimmed_pair_after`): None when the next message is not a user one."""
+        after = self._next.get(message_id)
+        if after is None or after.role != "user":
+            return None
+        return self._pairs[after.id]
 
     def search(
         self, query: str, limit: int

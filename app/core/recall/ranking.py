@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app.core.recall.block import Recallable
 from app.core.store.search import prefix_stem
@@ -81,25 +81,43 @@ def _fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def coverage(pair: tuple[Recallable, ...], terms: Sequence[str]) -> float:
-    """The share of ``terms`` that some message of ``pair`` holds, as the query
-    matches them (a word of four letters or more by its stem's prefix:
-    `app.core.store.search.prefix_stem`); 0 for no terms.
-    """
+def _held(terms: Sequence[str], texts: Sequence[str]) -> tuple[int, int]:
+    """How many distinct ``terms`` the ``texts`` hold (as the query matches them: a
+    word of four letters or more by its stem's prefix,
+    `app.core.store.search.prefix_stem`), and how many distinct terms there are."""
     distinct = {_fold(t) for t in terms}
-    if not distinct:
-        return 0.0
-    words = {w for m in pair for w in _WORD.findall(_fold(m.content))}
+    words = {w for text in texts for w in _WORD.findall(_fold(text))}
     held = 0
     for term in distinct:
         stem = prefix_stem(term)
         held += any(w.startswith(stem) for w in words) if stem else term in words
-    return held / len(distinct)
+    return held, len(distinct)
 
 
-def ranked(found: Found, terms: Sequence[str] = ()) -> list[tuple[Recallable, ...]]:
+def coverage(
+    pair: tuple[Recallable, ...], terms: Sequence[str], context: str = ""
+) -> float:
+    """The share of ``terms`` that some message of ``pair`` (or ``context``: the
+    reply a follow-up answers, `app.core.recall.follow_ups`) holds; 0 for no terms.
+    """
+    texts = [m.content for m in pair] + ([context] if context else [])
+    held, distinct = _held(terms, texts)
+    return held / distinct if distinct else 0.0
+
+
+def mentions(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text`` holds any of ``terms``, as the query matches them."""
+    return _held(terms, [text])[0] > 0
+
+
+def ranked(
+    found: Found,
+    terms: Sequence[str] = (),
+    context: Mapping[tuple[int, ...], str] | None = None,
+) -> list[tuple[Recallable, ...]]:
     """Pairs best first: BM25 weighted by importance and by coverage of ``terms``
-    (the query's words); at an equal score the more important, then the newer.
+    (the query's words; a follow-up's ``context``, keyed by its message ids, counts
+    as its own); at an equal score the more important, then the newer.
 
     A fact stated again in the same words matches the question exactly as well as
     the first statement did, so the newer wins when only one fits the budget. Near
@@ -111,7 +129,8 @@ def ranked(found: Found, terms: Sequence[str] = ()) -> list[tuple[Recallable, ..
     weighted = []
     for pair, relevance in found:
         points = min(pair_importance(pair), MAX_IMPORTANCE)
-        covered = 1 + COVERAGE_WEIGHT * coverage(pair, terms)
+        around = context.get(tuple(m.id for m in pair), "") if context else ""
+        covered = 1 + COVERAGE_WEIGHT * coverage(pair, terms, around)
         weighted.append(
             (pair, relevance * (1 + IMPORTANCE_WEIGHT * points) * covered, points)
         )

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.core.recall.block import choose
+from app.core.recall.follow_ups import PairKey, with_follow_ups
 from app.core.recall.in_memory import MessageIndex
 from app.core.recall.query import recall_terms, terms_query
-from app.core.recall.ranking import Found, current_only, ranked
+from app.core.recall.ranking import Found, current_only, mentions, ranked
 from app.core.store import Store
 from app.core.store.records import RecalledMessage
 
@@ -50,8 +51,9 @@ def recall_for(
 ) -> RecallResult:
     """Find the trimmed originals ``text`` needs and choose what fits ``budget``.
 
-    Candidates are ranked by BM25 weighted by importance and by how many of the
-    query's words each pair holds, and out-of-date ones
+    Candidates are BM25's matches and the pairs that answer their replies
+    (`follow_ups`), ranked by relevance weighted by importance and by how many of
+    the query's words each pair holds, and out-of-date ones
     (superseded by a newer candidate or by ``newer``) are left out (`ranking`).
 
     Args:
@@ -72,8 +74,12 @@ def recall_for(
     query = terms_query(terms)
     if not query:
         return RecallResult((), "", 0, (time.perf_counter() - started) * 1000)
-    found: Found = list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS))
-    return _chosen(found, terms, budget, count_tokens, exclude, newer, started)
+    found, context = with_follow_ups(
+        list(store.search_trimmed(conversation_id, query, SEARCH_PAIRS)),
+        lambda message_id: store.trimmed_pair_after(conversation_id, message_id),
+        lambda text: mentions(text, terms),
+    )
+    return _chosen(found, context, terms, budget, count_tokens, exclude, newer, started)
 
 
 def recall_among(
@@ -100,12 +106,17 @@ def recall_among(
     query = terms_query(terms)
     if not query:
         return RecallResult((), query, 0, (time.perf_counter() - started) * 1000)
-    found: Found = list(index.search(query, SEARCH_PAIRS))
-    return _chosen(found, terms, budget, count_tokens, exclude, newer, started)
+    found, context = with_follow_ups(
+        list(index.search(query, SEARCH_PAIRS)),
+        index.pair_after,
+        lambda text: mentions(text, terms),
+    )
+    return _chosen(found, context, terms, budget, count_tokens, exclude, newer, started)
 
 
 def _chosen(
     found: Found,
+    context: dict[PairKey, str],
     terms: list[str],
     budget: int,
     count_tokens: Callable[[str], int],
@@ -119,7 +130,7 @@ def _chosen(
         for pair, relevance in found
         if not any(m.id in skip for m in pair)
     ]
-    ordered = ranked(current_only(found, newer), terms)
+    ordered = ranked(current_only(found, newer), terms, context)
     recalled = choose(ordered, budget, count_tokens)
     recalled = tuple(sorted(recalled, key=lambda r: r.message_id))
     return RecallResult(

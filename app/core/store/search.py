@@ -175,6 +175,34 @@ class SearchMixin(StoreBase):
                     break
             return pairs
 
+    def trimmed_pair_after(
+        self, conversation_id: int, message_id: int
+    ) -> tuple[Message, ...] | None:
+        """The trimmed user+reply pair that starts right after ``message_id``.
+
+        For recall's follow-ups (`app.core.recall.follow_ups`): the user message
+        that answers a reply, with its own reply. None when the next message is not
+        a trimmed, finished user message.
+
+        Args:
+            conversation_id: The conversation.
+            message_id: A message of it (a reply, in practice).
+        """
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT id, role, summary_id, state FROM messages"
+                " WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT 1",
+                [conversation_id, message_id],
+            ).fetchone()
+            if row is None:
+                return None
+            next_id, role, summary_id, state = row
+            if role != "user" or summary_id is None:
+                return None
+            if state not in ("complete", "interrupted"):
+                return None
+            return _pair_of(db, conversation_id, next_id)
+
 
 def _too_common(
     db: Database,

@@ -5,7 +5,7 @@ its answer the model would see word for word, through the product's own code —
 trim planner (`app.core.trim.policy.plan_trim`, with the chat preset at the limit and
 the recall reserve the session keeps free), recall from the store (`recall_for`: a
 real SQLite store, FTS5, BM25 weighted by importance and by coverage of the question's
-words, within `recall_budget`) and the reference model's tokenizer for every count.
+words, the pairs that go on with a matching reply, within `recall_budget`) and the reference model's tokenizer for every count.
 Modes:
 
 - ``oldest``: today's trim, the newest messages kept, no recall.
