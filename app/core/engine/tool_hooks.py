@@ -120,6 +120,7 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
             start=marker(tokenizer, fmt.start),
             end=marker(tokenizer, fmt.end),
             parallel=turn.parallel,
+            mark=lambda text: marker(tokenizer, text),
         )
         if grammar is None:
             raise ToolInputError(
@@ -142,7 +143,12 @@ def lazy_grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     harmony stay free; the call splitter still reads them)."""
     fmt = call_format_or_generic(tokenizer)
     if fmt.constrained:
-        return lazy_markup_grammar(fmt.name, turn.tools, end=marker(tokenizer, fmt.end))
+        return lazy_markup_grammar(
+            fmt.name,
+            turn.tools,
+            end=marker(tokenizer, fmt.end),
+            mark=lambda text: marker(tokenizer, text),
+        )
     if fmt.name == "harmony":
         constrain = marker(tokenizer, "<|constrain|>")
         markers = HarmonyMarkers(
@@ -254,7 +260,7 @@ class TurnHooks:
                 return
             items = stream.feed(event.text)
             if event.finish_reason is not None:
-                items += stream.close()
+                items += stream.close(cut=event.finish_reason == "length")
             texts_sent = False
             for item in items:
                 if isinstance(item, str):

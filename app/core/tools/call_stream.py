@@ -35,7 +35,7 @@ from app.core.turn.parts import (
 Parser = Callable[[str, Any], Any]
 # The formats whose calls a grammar constrains (JSON between markers, and the XML and
 # pythonic markup of `markup_grammars`); any other format's calls are parsed only.
-CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "pythonic")
+CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "glm47", "pythonic")
 
 
 @dataclass(frozen=True)
@@ -153,11 +153,27 @@ class CallStream:
                 out.extend(self._finish_call(body, closed=True))
         return out
 
-    def close(self) -> list[StreamItem]:
-        """The reply ended: release what was held (an open call is parsed as is)."""
+    def close(self, cut: bool = False) -> list[StreamItem]:
+        """The reply ended: release what was held.
+
+        Args:
+            cut: The reply stopped at its token limit. An open call is then
+                unfinished, whatever a lenient parser would read from it, and goes
+                out as text with a note; otherwise (the model stopped) it is parsed
+                as is.
+        """
         out: list[StreamItem] = []
         if self._inside:
             body, self._pending, self._inside = self._pending, "", False
+            if cut:
+                markup = self.format.start + body
+                note = MalformedCall(
+                    markup,
+                    "the reply reached its token limit inside a tool call: the call "
+                    "is unfinished and was not made",
+                )
+                self.malformed.append(note)
+                return [markup, note]
             out.extend(self._finish_call(body, closed=False))
         elif self._pending:
             out.append(self._pending)

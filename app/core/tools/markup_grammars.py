@@ -1,6 +1,6 @@
 """Grammars for calls written as markup rather than one JSON object.
 
-Two of mlx-lm's call formats write a call's arguments one by one instead of as a JSON
+Three of mlx-lm's call formats write a call's arguments one by one instead of as a JSON
 object, so `grammar.tool_call_grammar` cannot constrain them:
 
 - ``qwen3_coder`` (Qwen3-Coder, Qwen3.5 and their kin): ``<function=NAME>`` then, per
@@ -8,6 +8,11 @@ object, so `grammar.tool_call_grammar` cannot constrain them:
   ended, then ``</function>``; the whole between ``<tool_call>`` newline and newline
   ``</tool_call>``. A string is written raw; anything else as its JSON text (mlx-lm's
   parser reads the value back by the parameter's schema type).
+- ``glm47`` (GLM-4.5, 4.6, 4.7 and Laguna): ``NAME`` newline, then per argument
+  ``<arg_key>KEY</arg_key>`` newline ``<arg_value>VALUE</arg_value>`` newline; the whole
+  between ``<tool_call>`` and ``</tool_call>``. Values as in ``qwen3_coder``, except
+  that mlx-lm's parser strips a value's surrounding whitespace, so a raw string has
+  none (it would be read back shorter than written).
 - ``pythonic`` (LFM2 and LFM2.5): ``[NAME(KEY=VALUE, …), …]`` between the start and end
   markers. Values are written as JSON, which Python's literal syntax reads the same way
   (mlx-lm's parser maps ``true``/``false``/``null``).
@@ -16,8 +21,8 @@ The grammars below are llguidance Lark grammars built from the offered tools' sc
 the function's name is one of the allowed names, every required argument is present in
 the schema's order (optional ones may be left out), no argument outside the schema, and
 every non-string value valid against its own schema (llguidance's JSON grammar). A raw
-string in the XML format is any text without ``</parameter>`` (the parser reads up to
-the first one) within the schema's lengths, or one of its ``enum``/``const`` values; a
+string in the XML formats is any text without the value's closing tag (the parser reads
+up to the first one) within the schema's lengths, or one of its ``enum``/``const`` values; a
 ``pattern`` or ``format`` is not enforced there (it is in the pythonic format, where a
 string is JSON).
 """
@@ -25,7 +30,8 @@ string is JSON).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import llguidance
@@ -43,6 +49,55 @@ from app.core.turn.parts import ToolSpec
 _STRING_TYPES = {"string"}
 
 
+Mark = Callable[[str], Marker]
+"""A piece of fixed markup as a grammar terminal: its token when the vocabulary holds
+it as one special token (`app.core.tools.model_format.marker`), else its text."""
+
+
+def _as_text(text: str) -> Marker:
+    return Marker(text)
+
+
+@dataclass(frozen=True)
+class _XmlStyle:
+    """How an XML-like format writes a function and its arguments.
+
+    Attributes:
+        name_end: What follows the function's name.
+        arg_open: The pieces that open an argument, ``{name}`` standing for its name.
+        before_close: Text between a value and its closing tag.
+        close_tag: The tag that closes a value.
+        after: Text after the closing tag.
+        strip: Whether the parser strips a raw value's surrounding whitespace.
+        tags: The pieces a vocabulary may hold as single special tokens.
+    """
+
+    name_end: str
+    arg_open: tuple[str, ...]
+    before_close: str
+    close_tag: str
+    after: str
+    strip: bool
+    tags: frozenset[str] = frozenset()
+
+
+_XML_STYLES = {
+    "qwen3_coder": _XmlStyle(
+        ">\n", ("<parameter=", "{name}", ">\n"), "\n", "</parameter>", "\n", False
+    ),
+    # GLM's vocabulary holds its four argument tags as tokens of their own.
+    "glm47": _XmlStyle(
+        "\n",
+        ("<arg_key>", "{name}", "</arg_key>", "\n", "<arg_value>"),
+        "",
+        "</arg_value>",
+        "\n",
+        True,
+        frozenset({"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}),
+    ),
+}
+
+
 def forced_call_grammar(
     format_name: str,
     tools: Sequence[ToolSpec],
@@ -51,9 +106,11 @@ def forced_call_grammar(
     start: Marker,
     end: Marker,
     parallel: bool,
+    mark: Mark = _as_text,
 ) -> str | None:
     """The grammar of a reply made of calls in the model's own format, or None when
-    the format is not one Swapless can constrain."""
+    the format is not one Swapless can constrain. ``mark`` gives the format's other
+    fixed tags as the vocabulary holds them."""
     allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
     if format_name == "json_tools":
         return tool_call_grammar(tools, choice, start=start, end=end, parallel=parallel)
@@ -62,7 +119,14 @@ def forced_call_grammar(
             f"start: call {more_calls(chr(10), parallel)}",
             f'call: {start.lark()} "\\n<function=" function "</function>\\n" '
             f"{end.lark()}",
-            *_xml_function_rules(allowed),
+            *_xml_function_rules(allowed, _XML_STYLES["qwen3_coder"], mark),
+        ]
+        return _compile(rules)
+    if format_name == "glm47":
+        rules = [
+            f"start: call {more_calls(chr(10), parallel)}",
+            f"call: {start.lark()} function {end.lark()}",
+            *_xml_function_rules(allowed, _XML_STYLES["glm47"], mark),
         ]
         return _compile(rules)
     if format_name == "pythonic":
@@ -76,7 +140,7 @@ def forced_call_grammar(
 
 
 def lazy_markup_grammar(
-    format_name: str, tools: Sequence[ToolSpec], *, end: Marker
+    format_name: str, tools: Sequence[ToolSpec], *, end: Marker, mark: Mark = _as_text
 ) -> str | None:
     """The grammar of what follows a call's start marker under ``auto`` (the model
     wrote the marker itself), or None when the format is not constrained."""
@@ -85,8 +149,12 @@ def lazy_markup_grammar(
     if format_name == "qwen3_coder":
         rules = [
             f'start: "\\n<function=" function "</function>\\n" {end.lark()}',
-            *_xml_function_rules(tools),
+            *_xml_function_rules(tools, _XML_STYLES["qwen3_coder"], mark),
         ]
+        return _compile(rules)
+    if format_name == "glm47":
+        rules = [f"start: function {end.lark()}"]
+        rules += _xml_function_rules(tools, _XML_STYLES["glm47"], mark)
         return _compile(rules)
     if format_name == "pythonic":
         rules = [f'start: "[" call {more_calls(", ", True)} "]" {end.lark()}']
@@ -117,56 +185,112 @@ def _arguments(parts: list[str], required: list[bool]) -> str:
     )
 
 
-def _xml_function_rules(tools: Sequence[ToolSpec]) -> list[str]:
+def _xml_function_rules(
+    tools: Sequence[ToolSpec], style: _XmlStyle, mark: Mark
+) -> list[str]:
+    def piece(text: str, name: str = "") -> str:
+        if text == "{name}":
+            return json.dumps(name)
+        return mark(text).lark() if text in style.tags else json.dumps(text)
+
     options, rules = [], []
     for i, tool in enumerate(tools):
         props = _properties(tool)
         parts = []
         for j, (name, prop, _) in enumerate(props):
-            value, terminal = _xml_value(prop, f"VALUE_{i}_{j}")
-            rules.append(
-                f"arg_{i}_{j}: {json.dumps(f'<parameter={name}>' + chr(10))} {value}"
-            )
+            value, terminal = _xml_value(prop, f"VALUE_{i}_{j}", style, piece)
+            opened = " ".join(piece(p, name) for p in style.arg_open)
+            rules.append(f"arg_{i}_{j}: {opened} {value}")
             rules += terminal
             parts.append(f"arg_{i}_{j}")
         body = _arguments(parts, [needed for _, _, needed in props])
-        rules.append(f"function_{i}: {json.dumps(tool.name + '>' + chr(10))} {body}")
+        rules.append(
+            f"function_{i}: {json.dumps(tool.name + style.name_end)} {body}".strip()
+        )
         options.append(f"function_{i}")
     rules.insert(0, "function: " + " | ".join(options))
     return rules
 
 
-def _xml_value(prop: dict[str, Any], terminal: str) -> tuple[str, list[str]]:
+def _xml_value(
+    prop: dict[str, Any],
+    terminal: str,
+    style: _XmlStyle,
+    piece: Callable[[str], str],
+) -> tuple[str, list[str]]:
     """One XML argument's value and its closing tag, as a Lark expression, and the
     terminal it needs (a raw string's, named ``terminal``)."""
-    close = json.dumps("\n</parameter>\n")
+    closing = [style.before_close, style.close_tag, style.after]
+    close = " ".join(piece(p) for p in closing if p)
     literals = _string_literals(prop)
     if literals is not None:
         return "(" + " | ".join(json.dumps(s) for s in literals) + f") {close}", []
     types = prop.get("type")
     kinds = set(types) if isinstance(types, list) else {types}
     if kinds & _STRING_TYPES or (types is None and not _json_only(prop)):
-        return terminal, [f"{terminal}: {_raw_value(prop)}"]
+        tag = piece(style.close_tag)
+        if tag.startswith("<["):
+            high = prop.get("maxLength")
+            if isinstance(high, int) and high < 1:
+                return close, []
+            # The closing tag is one special token: no text can hold it, so the
+            # value's lexeme needs no delimiter (and may be empty: optional).
+            raw = f"{terminal}: {_raw_text(prop, style)}"
+            value = terminal if _min_length(prop) else f"({terminal})?"
+            return f"{value} {close}", [raw]
+        return terminal, [f"{terminal}: {_raw_value(prop, style)}"]
     if kinds == {"boolean"}:
         return f'("true" | "false") {close}', []
     return f"%json {json.dumps({**prop, 'x-guidance': COMPACT})} {close}", []
 
 
-def _raw_value(prop: dict[str, Any]) -> str:
-    """A raw string value with its closing tag: text up to the first
-    ``</parameter>`` (a greedy lexeme that cannot extend past the closing tag, so
-    the value holds none), of the schema's ``minLength``/``maxLength`` characters."""
+def _min_length(prop: dict[str, Any]) -> int:
     low = prop.get("minLength")
+    return low if isinstance(low, int) and low >= 0 else 0
+
+
+def _length(prop: dict[str, Any], at_least: int = 0) -> str:
+    """The schema's ``minLength``/``maxLength`` as a regex repetition."""
+    low = max(_min_length(prop), at_least)
     high = prop.get("maxLength")
-    low = low if isinstance(low, int) and low >= 0 else 0
-    span = (
-        f"{{{low},{high}}}" if isinstance(high, int) and high >= low else f"{{{low},}}"
-    )
-    length = "*" if span == "{0,}" else span
-    return (
-        rf"/(?s:.{length})\n<\/parameter>\n/ & "
-        r"~/(?s:.*<\/parameter>.*<\/parameter>.*)/"
-    )
+    if isinstance(high, int) and high >= low:
+        return f"{{{low},{high}}}"
+    return "*" if low == 0 else f"{{{low},}}"
+
+
+def _raw_text(prop: dict[str, Any], style: _XmlStyle) -> str:
+    """A raw string value ended by a special token: one character or more of the
+    schema's lengths, without surrounding whitespace where the parser strips it."""
+    lexeme = rf"/(?s:.{_length(prop, 1)})/"
+    if style.strip:
+        lexeme += r" & /\S|\S(?s:.*)\S/"
+    return lexeme
+
+
+def _raw_value(prop: dict[str, Any], style: _XmlStyle) -> str:
+    """A raw string value with its closing tag: text up to the first closing tag (a
+    greedy lexeme that cannot extend past it, so the value holds none), of the
+    schema's ``minLength``/``maxLength`` characters, and without surrounding
+    whitespace where the parser would strip it."""
+    close = _regex(style.before_close + style.close_tag + style.after)
+    tag = _regex(style.close_tag)
+    lexeme = rf"/(?s:.{_length(prop)}){close}/ & ~/(?s:.*{tag}.*{tag}.*)/"
+    if style.strip:
+        lexeme += rf" & /(\S|\S(?s:.*)\S)?{close}/"
+    return lexeme
+
+
+def _regex(text: str) -> str:
+    """``text`` as a literal inside a Lark ``/regex/``."""
+    out = []
+    for char in text:
+        if char == "\n":
+            out.append(r"\n")
+        elif char in r".^$*+?{}[]\|()/":
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _string_literals(prop: dict[str, Any]) -> list[str] | None:

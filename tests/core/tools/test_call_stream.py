@@ -108,6 +108,16 @@ def test_a_reply_ending_inside_a_call_is_parsed_if_it_can_be():
     assert answer_text(cut) == CALL[:30]
 
 
+def test_a_reply_cut_at_its_token_limit_inside_a_call_makes_no_call():
+    # Whole but for its end marker: a stop would parse it; the token limit does not
+    # (a lenient parser reads an unfinished call as one with fewer arguments).
+    stream = CallStream(JSON_TOOLS, (WEATHER,))
+    items = stream.feed(CALL[: -len("</tool_call>")]) + stream.close(cut=True)
+    assert not [i for i in items if isinstance(i, ToolCallFinished)]
+    assert "token limit" in items[-1].reason
+    assert answer_text(items) == CALL[: -len("</tool_call>")]
+
+
 def test_other_formats_use_their_own_parser():
     fmt = CallFormat(
         "qwen3_coder",

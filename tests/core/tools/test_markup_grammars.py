@@ -104,6 +104,81 @@ def test_a_named_xml_call_and_the_lazy_grammar_after_the_marker(lltok, markers):
     assert accepts(lltok, lazy, xml(name="ping").removeprefix("<tool_call>"))
 
 
+def glm(*args: tuple[str, str], name: str = "book") -> str:
+    """A call as GLM-4.6's template writes one (tests/data/templates/glm-4.6.jinja)."""
+    params = "".join(
+        f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in args
+    )
+    return f"<tool_call>{name}\n{params}</tool_call>"
+
+
+def test_glm_calls_take_the_schema_and_no_whitespace_the_parser_would_strip(
+    lltok, markers
+):
+    start, end = markers
+    grammar = forced_call_grammar(
+        "glm47", TOOLS, REQUIRED, start=start, end=end, parallel=True
+    )
+    assert grammar is not None
+    good = glm(("city", "São Paulo"), ("room", "double"), ("nights", "3"))
+    assert accepts(lltok, grammar, good)
+    assert accepts(lltok, grammar, good + "\n" + glm(name="ping"))
+    assert accepts(
+        lltok, grammar, glm(("city", "Rome"), ("nights", "1"), ("late", "true"))
+    )
+    assert accepts(lltok, grammar, glm(("city", "a\nb"), ("nights", "2")))
+    refused = [
+        glm(("city", "Rome")),  # a required argument missing
+        glm(("city", "Rome"), ("nights", "0")),  # below the minimum
+        glm(("city", " Rome"), ("nights", "2")),  # read back as "Rome"
+        glm(("city", "Ro "), ("nights", "2")),  # read back as "Ro"... too
+        glm(("city", "  R"), ("nights", "2")),  # ... and "R" is below minLength
+        glm(("city", "a</arg_value>b"), ("nights", "2")),  # the closing tag inside
+        glm(("nights", "2"), ("city", "Rome")),  # out of the schema's order
+        glm(name="pong"),  # not an offered tool
+    ]
+    for text in refused:
+        assert not accepts(lltok, grammar, text), text
+    lazy = lazy_markup_grammar("glm47", TOOLS, end=end)
+    assert lazy is not None
+    assert accepts(lltok, lazy, glm(name="ping").removeprefix("<tool_call>"))
+    call = glm(("city", "Rome"), ("nights", "2")).removeprefix("<tool_call>")
+    assert accepts(lltok, lazy, call)
+
+
+GLM_TAGS = ("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+
+
+def test_glm_tags_held_as_tokens_are_written_as_those_tokens(tmp_path):
+    from tests.core.tools.tool_model import make_tool_model
+
+    folder = make_tool_model(
+        tmp_path / "glm", markers=("<tool_call>", "</tool_call>", *GLM_TAGS)
+    )
+    lltok = llguidance.LLTokenizer((folder / "tokenizer.json").read_text("utf-8"))
+    ids = {t: lltok.tokenize_str(t) for t in ("<tool_call>", "</tool_call>", *GLM_TAGS)}
+    assert all(len(v) == 1 for v in ids.values())
+
+    def mark(text: str) -> Marker:
+        return Marker(text, ids[text][0]) if text in ids else Marker(text)
+
+    start, end = mark("<tool_call>"), mark("</tool_call>")
+    forced = forced_call_grammar(
+        "glm47", TOOLS, REQUIRED, start=start, end=end, parallel=False, mark=mark
+    )
+    lazy = lazy_markup_grammar("glm47", TOOLS, end=end, mark=mark)
+    assert forced is not None and lazy is not None
+    call = glm(("city", "Rome"), ("nights", "2"), ("extras", '["cot"]'))
+    assert accepts(lltok, forced, call)
+    assert accepts(lltok, lazy, call.removeprefix("<tool_call>"))
+    assert not accepts(lltok, forced, glm(("city", " Rome"), ("nights", "2")))
+    # Written as text, the tags match no token of this vocabulary's.
+    as_text = forced_call_grammar(
+        "glm47", TOOLS, REQUIRED, start=start, end=end, parallel=False
+    )
+    assert not accepts(lltok, as_text, call)
+
+
 def test_pythonic_calls_write_json_values_and_separate_present_arguments(
     lltok, markers
 ):

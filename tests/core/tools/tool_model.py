@@ -55,14 +55,15 @@ MARKERS = ("<tool_call>", "</tool_call>")
 def make_tool_model(
     folder: Path,
     template: str = TOOL_TEMPLATE,
-    markers: tuple[str, str] = MARKERS,
+    markers: tuple[str, ...] = MARKERS,
 ) -> Path:
     """Build the tiny qwen2 model into ``folder`` and give it tool calling.
 
     Args:
         folder: Where the model goes.
         template: Its chat template (default: the Qwen3-style one above).
-        markers: The call's start and end markers, made special tokens.
+        markers: The call's start and end markers, made special tokens (and any
+            other markup the real vocabulary holds as single tokens, after them).
     """
     from app.core.modelkit.model_builder import build_model
 
@@ -73,12 +74,12 @@ def make_tool_model(
     merges = model["merges"]
     by_id = {i: t for t, i in model["vocab"].items()}
     top = max(by_id)
-    freed = [top - 1, top]
+    freed = list(range(top - len(markers) + 1, top + 1))
     for token_id in freed:
         del model["vocab"][by_id[token_id]]
-    # The merges that made the freed tokens are the last two (BPE assigns ids in
+    # The merges that made the freed tokens are the last ones (BPE assigns ids in
     # merge order); without them no text encodes to the freed ids.
-    model["merges"] = merges[:-2]
+    model["merges"] = merges[: -len(markers)]
     for token_id, text in zip(freed, markers, strict=True):
         data["added_tokens"].append(
             {
