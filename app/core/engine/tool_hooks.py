@@ -121,6 +121,7 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
             end=marker(tokenizer, fmt.end),
             parallel=turn.parallel,
             mark=lambda text: marker(tokenizer, text),
+            template=str(getattr(tokenizer, "chat_template", "") or ""),
         )
         if grammar is None:
             raise ToolInputError(

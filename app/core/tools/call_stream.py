@@ -35,7 +35,7 @@ from app.core.turn.parts import (
 Parser = Callable[[str, Any], Any]
 # The formats whose calls a grammar constrains (JSON between markers, and the XML and
 # pythonic markup of `markup_grammars`); any other format's calls are parsed only.
-CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "glm47", "pythonic")
+CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "glm47", "mistral", "pythonic")
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,9 @@ class CallStream:
                 self._pending = self._pending[at + len(start) :]
                 self._inside = True
             else:
-                at = self._pending.find(end)
+                # A format without an end marker (mistral's) writes its calls last:
+                # they run to the end of the reply, read at `close`.
+                at = self._pending.find(end) if end else -1
                 if at < 0:
                     break
                 body = self._pending[:at]
@@ -160,7 +162,8 @@ class CallStream:
             cut: The reply stopped at its token limit. An open call is then
                 unfinished, whatever a lenient parser would read from it, and goes
                 out as text with a note; otherwise (the model stopped) it is parsed
-                as is.
+                as is: for a format without an end marker, every call from the first
+                start marker on.
         """
         out: list[StreamItem] = []
         if self._inside:
@@ -174,7 +177,7 @@ class CallStream:
                 )
                 self.malformed.append(note)
                 return [markup, note]
-            out.extend(self._finish_call(body, closed=False))
+            out.extend(self._finish_call(body, closed=not self.format.end))
         elif self._pending:
             out.append(self._pending)
             self._pending = ""
@@ -202,6 +205,17 @@ class CallStream:
             self.malformed.append(note)
             return [markup, note]
         out: list[StreamItem] = []
+        room = None if self._max_calls is None else self._max_calls - len(self.calls)
+        if room is not None and len(calls) > room:
+            # One body can hold several calls (a JSON list, mistral's headers).
+            calls = calls[: max(room, 0)]
+            note = MalformedCall(
+                markup,
+                f"further tool calls were dropped: at most {self._max_calls} per "
+                "reply (parallel tool calls are off)",
+            )
+            self.malformed.append(note)
+            out.append(note)
         for call in calls:
             index = len(self.calls)
             self.calls.append(call)

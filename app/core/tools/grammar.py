@@ -84,7 +84,7 @@ def call_body_schema(tools: Sequence[ToolSpec], choice: ToolChoice) -> dict[str,
             "type": "object",
             "properties": {
                 "name": {"const": tool.name},
-                "arguments": tool.parameters or {"type": "object"},
+                "arguments": tool.arguments_schema(),
             },
             "required": ["name", "arguments"],
             "additionalProperties": False,
@@ -159,7 +159,7 @@ def harmony_call_grammar(tools: Sequence[ToolSpec], markers: HarmonyMarkers) -> 
     ]
     options = []
     for i, tool in enumerate(tools):
-        arguments = {**(tool.parameters or {"type": "object"}), "x-guidance": COMPACT}
+        arguments = {**tool.arguments_schema(), "x-guidance": COMPACT}
         options.append(f"call_{i}")
         rules.append(
             f"call_{i}: {json.dumps(tool.name)} header {markers.message.lark()} "

@@ -38,7 +38,9 @@ import llguidance
 
 from app.core.tools.grammar import (
     COMPACT,
+    MAX_PARALLEL_CALLS,
     Marker,
+    call_body_schema,
     lazy_call_grammar,
     more_calls,
     tool_call_grammar,
@@ -107,10 +109,12 @@ def forced_call_grammar(
     end: Marker,
     parallel: bool,
     mark: Mark = _as_text,
+    template: str = "",
 ) -> str | None:
     """The grammar of a reply made of calls in the model's own format, or None when
     the format is not one Swapless can constrain. ``mark`` gives the format's other
-    fixed tags as the vocabulary holds them."""
+    fixed tags as the vocabulary holds them; ``template`` (the model's chat template)
+    tells a format's variants apart."""
     allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
     if format_name == "json_tools":
         return tool_call_grammar(tools, choice, start=start, end=end, parallel=parallel)
@@ -129,6 +133,8 @@ def forced_call_grammar(
             *_xml_function_rules(allowed, _XML_STYLES["glm47"], mark),
         ]
         return _compile(rules)
+    if format_name == "mistral":
+        return _mistral_grammar(allowed, choice, start, mark, template, parallel)
     if format_name == "pythonic":
         rules = [
             f'start: {start.lark()} "[" call {more_calls(", ", parallel)} "]" '
@@ -161,6 +167,43 @@ def lazy_markup_grammar(
         rules += _pythonic_call_rules(tools)
         return _compile(rules)
     return None
+
+
+def _mistral_grammar(
+    tools: Sequence[ToolSpec],
+    choice: ToolChoice,
+    start: Marker,
+    mark: Mark,
+    template: str,
+    parallel: bool,
+) -> str:
+    """Mistral's calls, which end with the reply (no end marker). Templates that write
+    ``[ARGS]`` (Devstral, Magistral, Mistral Small 3.2) give each call a header,
+    ``[TOOL_CALLS]NAME[ARGS]{…}``; older ones (Mistral Small 3.1) one JSON list,
+    ``[TOOL_CALLS] [{"name": …, "arguments": …}, …]``. mlx-lm's parser reads both."""
+    if "[ARGS]" in template:
+        further = f" call{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
+        rules = [f"start: call{further}"]
+        options = []
+        for i, tool in enumerate(tools):
+            arguments = {
+                **tool.arguments_schema(),
+                "x-guidance": COMPACT,
+            }
+            rules.append(
+                f"call_{i}: {start.lark()} {json.dumps(tool.name)} "
+                f"{mark('[ARGS]').lark()} args_{i}"
+            )
+            rules.append(f"args_{i}: %json {json.dumps(arguments)}")
+            options.append(f"call_{i}")
+        rules.insert(1, "call: " + " | ".join(options))
+        return _compile(rules)
+    body = {**call_body_schema(tools, choice), "x-guidance": COMPACT}
+    rules = [
+        f'start: {start.lark()} " [" call {more_calls(", ", parallel)} "]"',
+        f"call: %json {json.dumps(body)}",
+    ]
+    return _compile(rules)
 
 
 def _compile(rules: list[str]) -> str:

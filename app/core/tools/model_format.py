@@ -38,7 +38,8 @@ def call_format(tokenizer: Any) -> CallFormat | None:
     parse = getattr(tokenizer, "tool_parser", None)
     start = getattr(tokenizer, "tool_call_start", None)
     end = getattr(tokenizer, "tool_call_end", None)
-    if parse is None or not start or not end:
+    # An empty end marker is a format of its own (mistral's calls end with the reply).
+    if parse is None or not start or end is None:
         # gpt-oss: mlx-lm has no parser for harmony's commentary-channel calls.
         get_vocab = getattr(tokenizer, "get_vocab", None)
         return harmony_format(get_vocab()) if callable(get_vocab) else None

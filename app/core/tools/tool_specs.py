@@ -169,7 +169,8 @@ def _tool(item: Any, where: str) -> ToolSpec:
         )
     parameters = function.get("parameters")
     if parameters is None:
-        parameters = {"type": "object", "properties": {}}
+        # No parameters: a function of none (`ToolSpec.arguments_schema`).
+        return ToolSpec(name=name, description=description)
     check_schema(parameters, f"{where}.function.parameters", require_object=True)
     return ToolSpec(name=name, description=description, parameters=parameters)
 

@@ -40,6 +40,16 @@ class ToolSpec:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
 
+    def arguments_schema(self) -> dict[str, Any]:
+        """The schema a call's arguments must meet: ``parameters``, or for a tool
+        without any an empty object (OpenAI: omitting ``parameters`` defines a
+        function with an empty parameter list)."""
+        return self.parameters or {
+            "type": "object",
+            "properties": {},
+            "additionalProperties": False,
+        }
+
     def template_dict(self) -> dict[str, Any]:
         """Return the tool as chat templates expect it (OpenAI's function shape)."""
         return {

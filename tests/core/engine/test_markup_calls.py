@@ -1,9 +1,10 @@
 """Forced and lazy calls in the markup formats, through the real engine.
 
-Three tiny random-weight models carry published chat templates (tests/data/templates):
+Four tiny random-weight models carry published chat templates (tests/data/templates):
 Qwen3-Coder's, whose calls are XML parameters (mlx-lm's ``qwen3_coder`` parser),
-GLM-4.6's, whose calls are ``<arg_key>``/``<arg_value>`` pairs (``glm47``), and
-LFM2.5's, whose calls are a Python list of calls (``pythonic``). mlx-lm infers the
+GLM-4.6's, whose calls are ``<arg_key>``/``<arg_value>`` pairs (``glm47``), Mistral
+Small 3.1's, a JSON list after ``[TOOL_CALLS]`` that ends with the reply (``mistral``),
+and LFM2.5's, whose calls are a Python list of calls (``pythonic``). mlx-lm infers the
 format from the template; the call markers are special tokens as in the real
 vocabularies. Whatever the random weights sample, a forced call must be written in the
 model's own format, be read back by mlx-lm's own parser, and validate against the
@@ -39,6 +40,8 @@ FORMATS = {
             "</arg_value>",
         ),
     ),
+    # No end marker: a call runs to the end of the reply.
+    "mistral": ("mistral-small-3.1.jinja", ("[TOOL_CALLS]",)),
     "pythonic": ("lfm2.5.jinja", ("<|tool_call_start|>", "<|tool_call_end|>")),
 }
 BOOK = {

@@ -6,7 +6,7 @@ import itertools
 import json
 
 import pytest
-from mlx_lm.tool_parsers import json_tools, qwen3_coder
+from mlx_lm.tool_parsers import json_tools, mistral, qwen3_coder
 
 from app.core.tools.call_stream import CallFormat, CallStream, MalformedCall
 from app.core.turn.parts import (
@@ -133,6 +133,41 @@ def test_other_formats_use_their_own_parser():
     (finished,) = [i for i in items if isinstance(i, ToolCallFinished)]
     assert finished.call.arguments_dict() == {"city": "Rome"}
     assert answer_text(items) == ""
+
+
+MISTRAL = CallFormat(
+    "mistral",
+    mistral.tool_call_start,
+    mistral.tool_call_end,
+    mistral.parse_tool_call,
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Devstral, Magistral, Mistral Small 3.2: a header per call.
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}'
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}',
+        # Mistral Small 3.1 (tests/data/templates: llama.cpp's copy): a JSON list.
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome"}, '
+        '"id": "abcdefghi"}, {"name": "get_weather", "arguments": {"city": "Oslo"}}]',
+    ],
+)
+def test_mistral_calls_have_no_end_marker_and_run_to_the_end_of_the_reply(text):
+    items = run("Let me look. " + text, 7, fmt=MISTRAL)
+    finished = [i.call for i in items if isinstance(i, ToolCallFinished)]
+    assert [c.arguments_dict()["city"] for c in finished] == ["Rome", "Oslo"]
+    assert answer_text(items) == "Let me look. "
+    # Without parallel calls the second is dropped, with a note.
+    stream = CallStream(MISTRAL, (WEATHER,), max_calls=1)
+    items = stream.feed(text) + stream.close()
+    assert len([i for i in items if isinstance(i, ToolCallFinished)]) == 1
+    assert "dropped" in stream.malformed[0].reason
+    # Cut at the token limit: no call.
+    stream = CallStream(MISTRAL, (WEATHER,))
+    items = stream.feed(text[:40]) + stream.close(cut=True)
+    assert not stream.calls and answer_text(items) == text[:40]
 
 
 def test_harmony_commentary_calls_parse_both_ways_round():

@@ -208,11 +208,37 @@ def test_pythonic_calls_write_json_values_and_separate_present_arguments(
     assert lazy is not None and accepts(lltok, lazy, "[ping()]</tool_call>")
 
 
+def test_mistral_calls_follow_the_template_s_variant(lltok, markers):
+    start = Marker("[TOOL_CALLS]")
+    end = Marker("")
+    listed = forced_call_grammar(
+        "mistral", TOOLS, REQUIRED, start=start, end=end, parallel=True
+    )
+    headers = forced_call_grammar(
+        "mistral",
+        TOOLS,
+        REQUIRED,
+        start=start,
+        end=end,
+        parallel=True,
+        template="… [TOOL_CALLS]{{ name }}[ARGS]{{ arguments }} …",
+    )
+    assert listed is not None and headers is not None
+    book = '{"city": "Rome", "nights": 2}'
+    as_list = f'[TOOL_CALLS] [{{"name": "book", "arguments": {book}}}, {{"name": "ping", "arguments": {{}}}}]'
+    as_headers = f"[TOOL_CALLS]book[ARGS]{book}[TOOL_CALLS]ping[ARGS]{{}}"
+    assert accepts(lltok, listed, as_list) and not accepts(lltok, listed, as_headers)
+    assert accepts(lltok, headers, as_headers) and not accepts(lltok, headers, as_list)
+    # A tool without parameters takes none; a required argument must be there.
+    assert not accepts(lltok, headers, '[TOOL_CALLS]ping[ARGS]{"x": 1}')
+    assert not accepts(lltok, headers, '[TOOL_CALLS]book[ARGS]{"city": "Rome"}')
+
+
 def test_other_formats_have_no_grammar(markers):
     start, end = markers
     assert (
         forced_call_grammar(
-            "mistral", TOOLS, REQUIRED, start=start, end=end, parallel=False
+            "kimi_k2", TOOLS, REQUIRED, start=start, end=end, parallel=False
         )
         is None
     )

@@ -33,10 +33,16 @@ def refused(call, *args, **kwargs) -> ToolInputError:
     return info.value
 
 
-def test_tools_parse_into_specs_with_an_empty_object_schema_by_default():
+def test_a_tool_without_parameters_takes_no_arguments():
     specs = parse_tools([tool(), tool("b", parameters={"type": "object"})])
     assert [s.name for s in specs] == ["get_weather", "b"]
-    assert specs[0].parameters == {"type": "object", "properties": {}}
+    # OpenAI: omitting parameters defines a function with an empty parameter list.
+    assert specs[0].parameters == {}
+    assert specs[0].arguments_schema()["additionalProperties"] is False
+    rendered = specs[0].template_dict()["function"]["parameters"]
+    assert rendered == {"type": "object", "properties": {}}
+    # A schema given is kept as given: {"type": "object"} takes any arguments.
+    assert specs[1].arguments_schema() == {"type": "object"}
 
 
 @pytest.mark.parametrize(
