@@ -5,6 +5,7 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include "dequant.h"
 #include "qkv.h"
 #include "qmm.h"
 
@@ -25,6 +26,18 @@ NB_MODULE(_swapless_qmm, m) {
       nb::kw_only(),
       "stream"_a = nb::none(),
       "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
+  m.def(
+      "dequantize_f32",
+      &swapless::dequantize_f32,
+      "w"_a,
+      "scales"_a,
+      "biases"_a,
+      "group_size"_a,
+      "bits"_a,
+      nb::kw_only(),
+      "stream"_a = nb::none(),
+      "dequantize(w, scales, biases, group_size, bits) as (N, K) float32, bit for bit "
+      "mx.dequantize at float32 scales (SIMD, the kernel's threads).");
   m.def("kv_scores", &swapless::kv_scores, "q"_a, "k"_a, "scales"_a.none(), "biases"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
       "q @ K^T per (batch, kv head) over a cache as stored (bits 16: dense).");
