@@ -7,6 +7,7 @@
 
 #include "dequant.h"
 #include "qkv.h"
+#include "swiglu.h"
 #include "qmm.h"
 
 namespace nb = nanobind;
@@ -38,6 +39,9 @@ NB_MODULE(_swapless_qmm, m) {
       "stream"_a = nb::none(),
       "dequantize(w, scales, biases, group_size, bits) as (N, K) float32, bit for bit "
       "mx.dequantize at float32 scales (SIMD, the kernel's threads).");
+  m.def("swiglu", &swapless::swiglu, "gate"_a, "up"_a, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "silu(gate) * up with a vectorized exp (mlx-lm's swiglu; MLX's CPU exp is scalar).");
   m.def("kv_scores", &swapless::kv_scores, "q"_a, "k"_a, "scales"_a.none(), "biases"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
       "q @ K^T per (batch, kv head) over a cache as stored (bits 16: dense).");
