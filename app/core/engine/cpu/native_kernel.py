@@ -182,23 +182,28 @@ def self_test(model: nn.Module, seed: int = 0) -> str | None:
         seen.add(shape)
         group, bits = module.group_size, module.bits
         columns = weight.shape[1] * 32 // bits
-        args = (weight, scales.astype(mx.float32), biases.astype(mx.float32))
-        head = tuple(a[:SELF_TEST_OUTPUTS] for a in args)
-        for rows, operands in ((1, args), (3, args), (SELF_TEST_ROWS, head)):
+        w, s, b = weight, scales.astype(mx.float32), biases.astype(mx.float32)
+        cut = SELF_TEST_OUTPUTS
+        head = (w[:cut], s[:cut], b[:cut])
+        for rows, (ws, ss, bs) in (
+            (1, (w, s, b)),
+            (3, (w, s, b)),
+            (SELF_TEST_ROWS, head),
+        ):
             key, sub = mx.random.split(key)
             x = mx.random.normal((rows, columns), key=sub)
             expected = mx.quantized_matmul(
-                x, *operands, transpose=True, group_size=group, bits=bits
+                x, ws, ss, bs, transpose=True, group_size=group, bits=bits
             )
-            got = kernel.quantized_matvec(x, *operands, group, bits)
+            got = kernel.quantized_matvec(x, ws, ss, bs, group, bits)
             if not _close(got, expected):
-                return f"layer {name}: error {_error(got, expected):.3g} against mx.quantized_matmul ({rows} rows)"
-        expected = mx.dequantize(*head, group, bits)
+                error = _error(got, expected)
+                return f"layer {name}: error {error:.3g} against mx.quantized_matmul"
+        expected = mx.dequantize(*head, group_size=group, bits=bits)
         got = kernel.dequantize_f32(*head, group, bits)
         if not _close(got, expected):
-            return (
-                f"layer {name}: error {_error(got, expected):.3g} against mx.dequantize"
-            )
+            error = _error(got, expected)
+            return f"layer {name}: error {error:.3g} against mx.dequantize"
     return None
 
 
