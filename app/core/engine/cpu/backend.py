@@ -57,9 +57,17 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
     from mlx_lm.utils import dequantize_model
 
     from app.core.engine.cache import kv_storage
-    from app.core.engine.cpu import cpu_attention, kv_kernel, native_kernel
+    from app.core.engine.cpu import (
+        cpu_attention,
+        kv_kernel,
+        native_kernel,
+        native_swiglu,
+    )
 
     cpu_attention.install()
+    # Process-wide, whatever the weights: MLX's scalar exp made the gated MLP's
+    # activation a sixth of a prefill (native_swiglu).
+    native_swiglu.install()
     # Keys and values in 16 bits, computed in float32: float16 where the native kernel
     # widens them in registers, bfloat16 (a shift, ~10x cheaper for MLX) otherwise.
     kv_kernel.state.cache_clear()  # the switch or the build may have changed

@@ -3,10 +3,11 @@
 When the kernel (`native_build`) is built and passes a self-test against
 ``mx.quantized_matmul`` on the loaded model's own layers, the model's affine 4- and
 8-bit `QuantizedLinear` layers (and a tied `QuantizedEmbedding`'s output projection)
-call it for inputs of up to `KERNEL_ROWS` rows (decode, short prefills), reading the
-packed weights directly. Longer inputs (long prefill chunks) widen one layer at a time
-to float32 for the BLAS matmul and drop it: transient, never resident. Otherwise the caller keeps today's path
-(dequantize everything to float32), and `kernel_state` says why.
+call it for inputs of up to `KERNEL_ROWS` rows (decode and the engine's prefill chunks),
+reading the packed weights directly. Longer inputs widen one layer at a time to float32
+with the kernel's own ``dequantize_f32`` for the BLAS matmul and drop it: transient,
+never resident. Otherwise the caller keeps today's path (dequantize everything to
+float32), and `kernel_state` says why.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import mlx.nn as nn
 
 from app.core.engine.cpu import native_build
 
-KERNEL_ROWS = 256
+KERNEL_ROWS = 512
 """Inputs with at most this many rows go through the kernel (in passes of 8 rows);
-longer ones widen the layer for BLAS. MLX's CPU ``dequantize`` is slow (~150 ms for a
-4864x896 4-bit matrix on the loaded 2-core machine), so the kernel's passes win up to
-several hundred rows: 63 rows 51 vs 202 ms, 512 rows 375-437 vs 462 ms there."""
+longer ones widen the layer for BLAS. Measured on qwen05's shapes (docs/native-kernel.md,
+"Long inputs"): the kernel's passes took 0.24-0.46 of the time of the kernel's own
+widening plus BLIS's float32 matmul at 1 to 256 rows (BLIS reached 35 GFLOP/s on this
+AMD EPYC, the kernel 90-140), and about the same as widening plus OpenBLAS. So every
+chunk the engine prefills (`generation.PREFILL_STEP`, 512) takes the kernel; longer
+inputs (mlx-lm's own 2,048-token prefill steps) widen, holding at most `WIDEN_BYTES`."""
 SUPPORTED = native_build.SUPPORTED
 """(bits, group) pairs the kernel computes (kept with the MLX-free build code, which
 the memory budget reads)."""
@@ -34,6 +38,12 @@ WIDEN_BYTES = 32 * 2**20
 projection (a 151936-row vocabulary) is widened and multiplied in pieces."""
 TOLERANCE = 1e-4
 """Self-test bound on ``|kernel - mx.quantized_matmul|`` relative to the output's scale."""
+SELF_TEST_ROWS = 19
+"""Input rows of the self-test's longer product: two full passes of 8 rows and a
+partial one, each long row (the MLP's down projection) in column slices."""
+SELF_TEST_OUTPUTS = 256
+"""Output rows the longer checks use (a vocabulary-sized matrix whole would take MLX's
+scalar quantized matmul seconds)."""
 
 
 @dataclass(frozen=True)
@@ -74,25 +84,24 @@ def _project(
     bits: int,
 ) -> mx.array:
     rows = x.size // x.shape[-1]
+    kernel = _kernel()
     if rows <= KERNEL_ROWS:
-        return _kernel().quantized_matvec(x, weight, scales, biases, group, bits)
-    # Prefill: MLX's CPU quantized matmul is scalar code; one layer widened for the
-    # BLAS matmul is far faster and is freed as soon as the product is done. Without
-    # the dependency on x, MLX may widen several layers ahead of their turn (they
-    # depend on nothing computed), holding them all at once.
+        return kernel.quantized_matvec(x, weight, scales, biases, group, bits)
+    # A long input: one layer widened by the kernel (bit for bit mx.dequantize, ~10x
+    # faster than MLX's CPU dequantize) for the BLAS matmul, freed once the product is
+    # done. Without the dependency on x, MLX may widen several layers ahead of their
+    # turn (they depend on nothing computed), holding them all at once.
     weight = mx.depends(weight, x)
     piece = max(1, WIDEN_BYTES // (4 * x.shape[-1]))
-    outputs = [
-        x
-        @ mx.dequantize(
-            weight[start : start + piece],
-            scales[start : start + piece],
-            biases[start : start + piece],
-            group,
-            bits,
-        ).T.astype(x.dtype)
-        for start in range(0, weight.shape[0], piece)
-    ]
+    outputs = []
+    for start in range(0, weight.shape[0], piece):
+        end = start + piece
+        wide = kernel.dequantize_f32(
+            weight[start:end], scales[start:end], biases[start:end], group, bits
+        )
+        outputs.append(
+            x @ (wide.T if x.dtype == mx.float32 else wide.T.astype(x.dtype))
+        )
     return outputs[0] if len(outputs) == 1 else mx.concatenate(outputs, axis=-1)
 
 
@@ -152,37 +161,59 @@ def unsupported_reason(model: nn.Module) -> str | None:
 
 
 def self_test(model: nn.Module, seed: int = 0) -> str | None:
-    """Compare the kernel with ``mx.quantized_matmul`` on each distinct layer shape.
+    """Compare the kernel with MLX's own ops on each distinct layer shape.
 
-    Uses the model's own packed weights (float32 scales, as on the CPU backend) with 1
-    and 3 random input rows. Returns None when all agree, else the first mismatch.
+    Uses the model's own packed weights (float32 scales, as on the CPU backend):
+    ``quantized_matvec`` against ``mx.quantized_matmul`` with 1 and 3 random input rows,
+    and with `SELF_TEST_ROWS` rows (several passes over the weights, and the column
+    slices of long rows) on the first `SELF_TEST_OUTPUTS` output rows; and
+    ``dequantize_f32`` (the widening of inputs longer than `KERNEL_ROWS`) against
+    ``mx.dequantize`` on those rows. Returns None when all agree, else the first
+    mismatch.
     """
     seen: set[tuple[int, ...]] = set()
     key = mx.random.key(seed)
+    kernel = _kernel()
     for name, module in _quantized_layers(model):
         weight, scales, biases = module["weight"], module["scales"], module["biases"]
         shape = (*weight.shape, module.bits, module.group_size)
         if shape in seen:
             continue
         seen.add(shape)
-        columns = weight.shape[1] * 32 // module.bits
-        for rows in (1, 3):
+        group, bits = module.group_size, module.bits
+        columns = weight.shape[1] * 32 // bits
+        w, s, b = weight, scales.astype(mx.float32), biases.astype(mx.float32)
+        cut = SELF_TEST_OUTPUTS
+        head = (w[:cut], s[:cut], b[:cut])
+        for rows, (ws, ss, bs) in (
+            (1, (w, s, b)),
+            (3, (w, s, b)),
+            (SELF_TEST_ROWS, head),
+        ):
             key, sub = mx.random.split(key)
             x = mx.random.normal((rows, columns), key=sub)
-            args = (weight, scales.astype(mx.float32), biases.astype(mx.float32))
             expected = mx.quantized_matmul(
-                x,
-                *args,
-                transpose=True,
-                group_size=module.group_size,
-                bits=module.bits,
+                x, ws, ss, bs, transpose=True, group_size=group, bits=bits
             )
-            got = _kernel().quantized_matvec(x, *args, module.group_size, module.bits)
-            scale = float(mx.abs(expected).max()) + 1.0
-            error = float(mx.abs(got - expected).max())
-            if not error <= TOLERANCE * scale:
+            got = kernel.quantized_matvec(x, ws, ss, bs, group, bits)
+            if not _close(got, expected):
+                error = _error(got, expected)
                 return f"layer {name}: error {error:.3g} against mx.quantized_matmul"
+        expected = mx.dequantize(*head, group_size=group, bits=bits)
+        got = kernel.dequantize_f32(*head, group, bits)
+        if not _close(got, expected):
+            error = _error(got, expected)
+            return f"layer {name}: error {error:.3g} against mx.dequantize"
     return None
+
+
+def _error(got: mx.array, expected: mx.array) -> float:
+    return float(mx.abs(got - expected).max())
+
+
+def _close(got: mx.array, expected: mx.array) -> bool:
+    scale = float(mx.abs(expected).max()) + 1.0
+    return got.shape == expected.shape and _error(got, expected) <= TOLERANCE * scale
 
 
 def install(model: nn.Module) -> KernelState:

@@ -5,7 +5,9 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include "dequant.h"
 #include "qkv.h"
+#include "swiglu.h"
 #include "qmm.h"
 
 namespace nb = nanobind;
@@ -25,6 +27,21 @@ NB_MODULE(_swapless_qmm, m) {
       nb::kw_only(),
       "stream"_a = nb::none(),
       "x @ dequantize(w, scales, biases, group_size, bits).T without widening w.");
+  m.def(
+      "dequantize_f32",
+      &swapless::dequantize_f32,
+      "w"_a,
+      "scales"_a,
+      "biases"_a,
+      "group_size"_a,
+      "bits"_a,
+      nb::kw_only(),
+      "stream"_a = nb::none(),
+      "dequantize(w, scales, biases, group_size, bits) as (N, K) float32, bit for bit "
+      "mx.dequantize at float32 scales (SIMD, the kernel's threads).");
+  m.def("swiglu", &swapless::swiglu, "gate"_a, "up"_a, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "silu(gate) * up with a vectorized exp (mlx-lm's swiglu; MLX's CPU exp is scalar).");
   m.def("kv_scores", &swapless::kv_scores, "q"_a, "k"_a, "scales"_a.none(), "biases"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
       "q @ K^T per (batch, kv head) over a cache as stored (bits 16: dense).");

@@ -31,10 +31,14 @@ std::atomic<int> g_forced_path{-1};  // -1: the best this CPU has
 std::atomic<int> g_algebra{-1};  // 1: the SIMD paths use the algebra (see run_rows)
 std::atomic<int> g_threads{1};
 
+// Bytes of a pass's input rows one column slice may take (measured on a 48 KiB L1:
+// 24-32 KiB did best; 8 rows of 896 floats, 28 KiB, stay whole).
+constexpr long kXBytes = 32L * 1024;
+
 // Below this many weights per thread, waking another thread costs more than it saves.
 constexpr long kMinWeightsPerThread = 1L << 20;
 
-// One call's operands. For the 4-bit SIMD paths `x` is the reordered copy (see
+// One call's operands. For the SIMD paths `x` is the block-major copy (see
 // prepare); `xsum` holds the per-group sums of each input row.
 struct Job {
   const float* x;
@@ -48,6 +52,10 @@ struct Job {
   int k;
   int g;
   int bits;
+  // The SIMD paths' column range [k0, k1) (whole groups); past the first range the
+  // products are added to `out` (see qmm_f32's column slices).
+  int k0 = 0;
+  int k1 = 0;
 };
 
 // The algebra s * dot(x, q) + b * sum(x) per group: the scalar loop never rebuilds a
@@ -224,12 +232,16 @@ int lanes(Path path) {
   return path == kAvx512 ? 16 : path == kAvx2 ? 8 : 0;
 }
 
-// Per-group sums of x and, for 4 bits on a SIMD path, x reordered per block of
-// 2 * lanes so it lines up with the unpacked nibbles: even elements, then odd ones.
-// Done once per call; every output row reuses it.
+// Per-group sums of x and, on a SIMD path, x copied block-major: block c of every row
+// side by side (row r's 2 * lanes floats of block c at (c * m + r) * 2 * lanes), so a
+// pass reads its rows' slices of a block from one place at fixed offsets (one pointer,
+// however many rows). For 4 bits each block is also reordered to line up with the
+// unpacked nibbles: even elements, then odd ones. Done once per pass; every output row
+// reuses it.
 void prepare(const float* x, int m, int k, int g, int bits, int lane_count, float* xp,
              float* xsum) {
   const int groups = k / g;
+  const int block = 2 * lane_count;
   for (int row = 0; row < m; ++row) {
     const float* xr = x + static_cast<size_t>(row) * k;
     for (int gi = 0; gi < groups; ++gi) {
@@ -239,14 +251,18 @@ void prepare(const float* x, int m, int k, int g, int bits, int lane_count, floa
       }
       xsum[static_cast<size_t>(row) * groups + gi] = sum;
     }
-    if (bits == 4 && lane_count > 0) {
-      float* dst = xp + static_cast<size_t>(row) * k;
-      const int block = 2 * lane_count;
-      for (int c = 0; c < k; c += block) {
+    if (lane_count == 0) {
+      continue;
+    }
+    for (int c = 0; c < k; c += block) {
+      float* dst = xp + (static_cast<size_t>(c) * m + static_cast<size_t>(row) * block);
+      if (bits == 4) {
         for (int i = 0; i < lane_count; ++i) {
-          dst[c + i] = xr[c + 2 * i];
-          dst[c + lane_count + i] = xr[c + 2 * i + 1];
+          dst[i] = xr[c + 2 * i];
+          dst[lane_count + i] = xr[c + 2 * i + 1];
         }
+      } else {
+        std::copy(xr + c, xr + c + block, dst);
       }
     }
   }
@@ -328,6 +344,14 @@ void force_algebra(std::optional<bool> on) {
   g_algebra.store(on.has_value() ? static_cast<int>(*on) : -1);
 }
 
+int active_path() {
+  return static_cast<int>(current_path());
+}
+
+void run_parallel(int parts, const std::function<void(int)>& fn) {
+  pool().run(parts, fn);
+}
+
 void set_threads(int n) {
   g_threads.store(n < 1 ? 1 : n);
 }
@@ -354,27 +378,38 @@ void qmm_f32(
   const int groups = k / group_size;
   const int rows_now = std::min(kMaxRows, m);
   std::vector<float> xsum(static_cast<size_t>(rows_now) * groups);
-  const bool reorder = bits == 4 && path != kScalar;
+  const bool reorder = path != kScalar;
   std::vector<float> xp(reorder ? static_cast<size_t>(rows_now) * k : 0);
   for (int m0 = 0; m0 < m; m0 += kMaxRows) {
     const int mm = std::min(kMaxRows, m - m0);
     const float* xs = x + static_cast<size_t>(m0) * k;
     prepare(xs, mm, k, group_size, bits, lanes(path), xp.data(), xsum.data());
-    const Job job{reorder ? xp.data() : xs, xsum.data(), w, scales, biases,
-                  out + static_cast<size_t>(m0) * n, mm, n, k, group_size, bits};
-    if (workers <= 1) {
-      run_rows(path, job, 0, n);
-      continue;
-    }
-    // Contiguous row slices: each thread streams its own stretch of the weights.
-    const int step = (n + workers - 1) / workers;
-    pool().run(workers, [&](int t) {
-      const int n0 = t * step;
-      const int n1 = std::min(n, n0 + step);
-      if (n0 < n1) {
-        run_rows(path, job, n0, n1);
+    Job job{reorder ? xp.data() : xs, xsum.data(), w, scales, biases,
+            out + static_cast<size_t>(m0) * n, mm, n, k, group_size, bits, 0, k};
+    // Column slices whose pass of x stays in L1 while every weight row is read: 8
+    // rows of 4864 floats (152 KiB) were read from L2 for each weight row, 0.78x the
+    // speed of slices (qwen05's down projection, docs/native-kernel.md). The scalar
+    // path takes whole rows.
+    const long x_bytes = 4L * mm * k;
+    const int slices = reorder ? static_cast<int>((x_bytes + kXBytes - 1) / kXBytes) : 1;
+    const int groups_per_slice = (groups + slices - 1) / slices;
+    for (int g0 = 0; g0 < groups; g0 += groups_per_slice) {
+      job.k0 = g0 * group_size;
+      job.k1 = std::min(groups, g0 + groups_per_slice) * group_size;
+      if (workers <= 1) {
+        run_rows(path, job, 0, n);
+        continue;
       }
-    });
+      // Contiguous row slices: each thread streams its own stretch of the weights.
+      const int step = (n + workers - 1) / workers;
+      pool().run(workers, [&](int t) {
+        const int n0 = t * step;
+        const int n1 = std::min(n, n0 + step);
+        if (n0 < n1) {
+          run_rows(path, job, n0, n1);
+        }
+      });
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,13 @@ void force_scalar(bool on);
 // The algebra s * dot(x, q) + b * sum(x) per group on the SIMD paths: forced on, off, or
 // (nullopt) the default, off: it measured no faster there. The scalar path always uses it.
 void force_algebra(std::optional<bool> on);
+
+// The path the kernels take now, as a number: 0 scalar, 1 AVX2+FMA, 2 AVX-512F (the
+// other kernels of the module follow the same switch).
+int active_path();
+
+// Runs fn(0) .. fn(parts - 1) on the kernel's thread pool, fn(0) on the caller.
+void run_parallel(int parts, const std::function<void(int)>& fn);
 
 // Rows of the output split across this many threads (1 = the calling worker only),
 // taken from a pool that lives as long as the process.

@@ -38,7 +38,7 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
         acc[row][a] = vzero();
       }
     }
-    for (int gi = 0; gi < groups; ++gi) {
+    for (int gi = j.k0 / j.g; gi < j.k1 / j.g; ++gi) {
       const Affine a = affine<BITS, ALG>(sr[gi], br[gi]);
       const int c0 = gi * blocks_per_group;
       for (int c = c0; c < c0 + blocks_per_group; c += U) {
@@ -46,7 +46,8 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
           V lo, hi;
           unpack<BITS, ALG>(wr, c + u, a, lo, hi);
           for (int row = 0; row < M; ++row) {
-            const float* xr = j.x + static_cast<size_t>(row) * j.k + (c + u) * kBlock;
+            // The block-major copy (prepare): this block's rows side by side.
+            const float* xr = j.x + (static_cast<size_t>(c + u) * M + row) * kBlock;
             V& even = acc[row][(2 * u) % A];
             even = vfma(lo, vload(xr), even);
             V& odd = acc[row][(2 * u + 1) % A];
@@ -72,7 +73,7 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
       if constexpr (ALG) {
         result = vsum(tot[row]);
         const float* xs = j.xsum + static_cast<size_t>(row) * groups;
-        for (int gi = 0; gi < groups; ++gi) {
+        for (int gi = j.k0 / j.g; gi < j.k1 / j.g; ++gi) {
           result += br[gi] * xs[gi];
         }
       } else {
@@ -82,7 +83,8 @@ SWAPLESS_TARGET void rows_t(const Job& j, int n0, int n1) {
         }
         result = vsum(total);
       }
-      j.out[static_cast<size_t>(row) * j.n + r] = result;
+      float& slot = j.out[static_cast<size_t>(row) * j.n + r];
+      slot = j.k0 == 0 ? result : slot + result;
     }
   }
 }
