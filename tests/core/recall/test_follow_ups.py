@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from app.core.recall.follow_ups import FOLLOW_SHARE, with_follow_ups
 from app.core.recall.in_memory import MessageIndex, Original
 from app.core.recall.recaller import recall_among, recall_for
-from app.core.store import Store
 
 
 def words(text):
@@ -24,41 +21,24 @@ TALK = [
 QUESTION = "What did we do on the camping trip?"
 
 
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "follow.db")
-    yield store
-    store.close()
-
-
-def _stored(store, pairs, trim_until):
-    conversation = store.create_conversation(model="m", preset="chat", settings={})
-    ids = []
-    for question, answer in pairs:
-        ids.append(store.add_message(conversation, "user", question))
-        ids.append(store.add_message(conversation, "assistant", answer))
-    store.add_summary(
-        conversation, ids[0], ids[2 * trim_until - 1], "summary", 3, "extractive"
-    )
-    return conversation, ids
-
-
-def test_the_answer_to_a_matching_reply_is_recalled_with_it(store):
-    conversation, ids = _stored(store, TALK, trim_until=4)
+def test_the_answer_to_a_matching_reply_is_recalled_with_it(store, conversation_of):
+    conversation, ids = conversation_of(TALK, trim_until=4)
     result = recall_for(store, conversation, QUESTION, 200, words)
     assert [r.message_id for r in result.recalled] == ids[:4]
     assert "marshmallows" in result.recalled[2].text
 
 
-def test_without_room_for_both_the_matching_pair_comes_first(store):
-    conversation, ids = _stored(store, TALK, trim_until=4)
+def test_without_room_for_both_the_matching_pair_comes_first(store, conversation_of):
+    conversation, ids = conversation_of(TALK, trim_until=4)
     # Room for one pair: the match itself outranks the answer it lends to.
     result = recall_for(store, conversation, QUESTION, 30, words)
     assert [r.message_id for r in result.recalled] == ids[:2]
 
 
-def test_a_matching_reply_followed_by_a_new_subject_brings_nothing_more(store):
-    conversation, ids = _stored(store, TALK[1:], trim_until=3)
+def test_a_matching_reply_followed_by_a_new_subject_brings_nothing_more(
+    store, conversation_of
+):
+    conversation, ids = conversation_of(TALK[1:], trim_until=3)
     # "Sounds lovely." holds no word of the question: the tides pair stays out.
     result = recall_for(store, conversation, "marshmallows", 200, words)
     assert [r.message_id for r in result.recalled] == ids[:2]
@@ -66,8 +46,8 @@ def test_a_matching_reply_followed_by_a_new_subject_brings_nothing_more(store):
     assert [r.message_id for r in result.recalled] == ids[4:6]
 
 
-def test_the_store_gives_only_a_trimmed_user_pair_after_a_reply(store):
-    conversation, ids = _stored(store, TALK, trim_until=2)
+def test_the_store_gives_only_a_trimmed_user_pair_after_a_reply(store, conversation_of):
+    conversation, ids = conversation_of(TALK, trim_until=2)
     after = store.trimmed_pair_after(conversation, ids[1])
     assert [m.id for m in after] == ids[2:4]
     # The next pair is not trimmed (still in view): nothing to lend to.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from app.core.recall.block import (
     BLOCK_END,
     BLOCK_START,
@@ -13,33 +11,11 @@ from app.core.recall.block import (
     with_recall,
 )
 from app.core.recall.recaller import recall_for
-from app.core.store import Store
 from app.core.store.records import RecalledMessage
 
 
 def words(text):
     return len(text.split())
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "recall.db")
-    yield store
-    store.close()
-
-
-def _conversation(store, pairs, trim_until):
-    """Add user/reply pairs and summarise the first ``trim_until`` pairs."""
-    conversation = store.create_conversation(model="m", preset="chat", settings={})
-    ids = []
-    for question, answer in pairs:
-        ids.append(store.add_message(conversation, "user", question))
-        ids.append(store.add_message(conversation, "assistant", answer))
-    if trim_until:
-        store.add_summary(
-            conversation, ids[0], ids[2 * trim_until - 1], "summary", 3, "extractive"
-        )
-    return conversation, ids
 
 
 PAIRS = [
@@ -50,41 +26,43 @@ PAIRS = [
 ]
 
 
-def test_the_trimmed_pair_sharing_rare_words_comes_back_whole(store):
-    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+def test_the_trimmed_pair_sharing_rare_words_comes_back_whole(store, conversation_of):
+    conversation, ids = conversation_of(PAIRS, trim_until=3)
     result = recall_for(store, conversation, "What is my locker number?", 200, words)
     assert [r.message_id for r in result.recalled] == ids[:2]
     assert result.recalled[1].text == "Noted: your locker number is 4417."
     assert not result.cut
 
 
-def test_messages_not_trimmed_and_other_conversations_are_never_recalled(store):
-    conversation, ids = _conversation(store, PAIRS, trim_until=1)
-    other, _ = _conversation(store, [("Herons nest in trees.", "Yes.")], 1)
+def test_messages_not_trimmed_and_other_conversations_are_never_recalled(
+    store, conversation_of
+):
+    conversation, ids = conversation_of(PAIRS, trim_until=1)
+    other, _ = conversation_of([("Herons nest in trees.", "Yes.")], 1)
     result = recall_for(store, conversation, "herons weather", 200, words)
     assert result.recalled == ()  # those turns are still in view
     result = recall_for(store, other, "locker", 200, words)
     assert result.recalled == ()
 
 
-def test_fts_syntax_in_the_question_is_no_error(store):
-    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+def test_fts_syntax_in_the_question_is_no_error(store, conversation_of):
+    conversation, ids = conversation_of(PAIRS, trim_until=3)
     for text in ['"locker', "NEAR(locker", "locker*", "locker:", "AND OR NOT", "?"]:
         recall_for(store, conversation, text, 200, words)
     result = recall_for(store, conversation, '"locker" OR NOT', 200, words)
     assert result.recalled and result.recalled[0].message_id == ids[0]
 
 
-def test_excluded_messages_are_not_recalled_again(store):
-    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+def test_excluded_messages_are_not_recalled_again(store, conversation_of):
+    conversation, ids = conversation_of(PAIRS, trim_until=3)
     result = recall_for(store, conversation, "locker", 200, words, exclude=[ids[0]])
     assert result.recalled == ()
 
 
-def test_a_pair_larger_than_the_budget_is_cut_at_a_sentence(store):
+def test_a_pair_larger_than_the_budget_is_cut_at_a_sentence(store, conversation_of):
     long_answer = " ".join(f"Sentence {i} about the locker." for i in range(60))
-    conversation, ids = _conversation(
-        store, [("Where is my locker?", long_answer), *PAIRS[1:]], trim_until=3
+    conversation, ids = conversation_of(
+        [("Where is my locker?", long_answer), *PAIRS[1:]], trim_until=3
     )
     result = recall_for(store, conversation, "locker", 60, words)
     assert result.cut and result.recalled
@@ -124,8 +102,8 @@ def test_the_budget_is_three_tenths_of_the_limit_up_to_1024():
     assert recall_budget(32_768) == 1024
 
 
-def test_the_block_is_stored_with_the_user_message(store):
-    conversation, ids = _conversation(store, PAIRS, trim_until=3)
+def test_the_block_is_stored_with_the_user_message(store, conversation_of):
+    conversation, ids = conversation_of(PAIRS, trim_until=3)
     recalled = (RecalledMessage(ids[0], "user", "My locker number is 4417.", True),)
     new = store.add_message(conversation, "user", "locker?", recalled=recalled)
     assert store.get_message(new).recalled == recalled
@@ -140,8 +118,10 @@ UPDATED = [
 ]
 
 
-def test_an_out_of_date_value_is_not_recalled_whatever_the_budget(store):
-    conversation, ids = _conversation(store, UPDATED, trim_until=3)
+def test_an_out_of_date_value_is_not_recalled_whatever_the_budget(
+    store, conversation_of
+):
+    conversation, ids = conversation_of(UPDATED, trim_until=3)
     for budget in (40, 400):
         result = recall_for(
             store, conversation, "What is my locker number?", budget, words
@@ -150,8 +130,10 @@ def test_an_out_of_date_value_is_not_recalled_whatever_the_budget(store):
         assert "52" in texts and "4417" not in texts
 
 
-def test_a_value_restated_in_view_makes_the_trimmed_one_out_of_date(store):
-    conversation, ids = _conversation(store, UPDATED, trim_until=1)
+def test_a_value_restated_in_view_makes_the_trimmed_one_out_of_date(
+    store, conversation_of
+):
+    conversation, ids = conversation_of(UPDATED, trim_until=1)
     question = "What is my locker number?"
     result = recall_for(store, conversation, question, 400, words)
     assert [r.message_id for r in result.recalled] == ids[:2]  # nothing newer known
@@ -160,24 +142,28 @@ def test_a_value_restated_in_view_makes_the_trimmed_one_out_of_date(store):
     assert result.recalled == ()
 
 
-def test_a_statement_outranks_a_shorter_question_with_the_same_words(store):
+def test_a_statement_outranks_a_shorter_question_with_the_same_words(
+    store, conversation_of
+):
     pairs = [
         ("My locker number is 4417, in the east hall.", "Noted."),
         ("Which locker number?", "Which one do you mean?"),
         ("Tell me about tides.", "Tides follow the moon."),
     ]
-    conversation, ids = _conversation(store, pairs, trim_until=3)
+    conversation, ids = conversation_of(pairs, trim_until=3)
     result = recall_for(store, conversation, "my locker number", 30, words)
     assert [r.message_id for r in result.recalled] == ids[:2]
 
 
-def test_a_longer_word_finds_its_other_endings_and_a_short_one_only_itself(store):
+def test_a_longer_word_finds_its_other_endings_and_a_short_one_only_itself(
+    store, conversation_of
+):
     pairs = [
         ("I went to two support groups this week.", "That sounds supportive."),
         ("It was a good day.", "Glad to hear."),
         ("Tell me about tides.", "Tides follow the moon."),
     ]
-    conversation, ids = _conversation(store, pairs, trim_until=3)
+    conversation, ids = conversation_of(pairs, trim_until=3)
     result = recall_for(store, conversation, "the group", 200, words)
     assert [r.message_id for r in result.recalled] == ids[:2]
     # "go" is no prefix: it does not find "good".
@@ -185,7 +171,7 @@ def test_a_longer_word_finds_its_other_endings_and_a_short_one_only_itself(store
 
 
 def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
-    store,
+    store, conversation_of
 ):
     from app.core.recall.query import recall_query
     from app.core.store.search import PRUNE_FROM_MESSAGES
@@ -195,7 +181,7 @@ def test_words_in_most_messages_are_left_out_of_a_large_index_and_rank_the_same(
         for i in range(PRUNE_FROM_MESSAGES // 2 + 10)
     ]
     pairs[40] = ("The river report: my boat Kestrelwing is moored at pier 9.", "Ok.")
-    conversation, ids = _conversation(store, pairs, trim_until=len(pairs) - 2)
+    conversation, ids = conversation_of(pairs, trim_until=len(pairs) - 2)
     # "repo" is a prefix query, and as one it matches every "report": left out too.
     terms = ["river", "report", "repo", "kestrelwing", "unseenword"]
     assert store.informative_terms(terms, conversation) == ["kestrelwing", "unseenword"]
