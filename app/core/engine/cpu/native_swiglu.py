@@ -16,6 +16,7 @@ backend wherever the kernel is built and not switched off, whatever the model's 
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 import mlx.core as mx
 
@@ -39,7 +40,27 @@ def swiglu(gate: mx.array, x: mx.array) -> mx.array:
     module = native_kernel.load_module()
     if module is None or gate.shape != x.shape:
         return _MLX_SWIGLU(gate, x)
+    return cast(mx.array, _differentiable(gate, x))
+
+
+@mx.custom_function
+def _differentiable(gate: mx.array, x: mx.array) -> mx.array:
+    # The kernel's primitive has no gradient of its own; training in a process whose
+    # engine installed it (the model kit's, the tests') takes the one below.
+    module = native_kernel.load_module()
+    assert module is not None  # `swiglu` checked it
     return module.swiglu(gate, x)
+
+
+@_differentiable.vjp
+def _gradient(primals, cotangent, output):
+    """d/dgate = x·σ(g)·(1 + g·(1 − σ(g))), d/dx = silu(g), in MLX's own ops."""
+    gate, x = primals
+    sigmoid = mx.sigmoid(gate)
+    return (
+        cotangent * x * sigmoid * (1 + gate * (1 - sigmoid)),
+        cotangent * gate * sigmoid,
+    )
 
 
 def self_test(seed: int = 0) -> str | None:

@@ -116,3 +116,24 @@ def test_the_engine_installs_it_on_the_cpu(kernel, tmp_path):
         assert native_swiglu.installed()
     finally:
         native_swiglu.uninstall()
+
+
+def test_gradients_through_the_installed_swiglu_are_mlx_lm_s(kernel):
+    # Training in a process whose engine installed the kernel's SwiGLU (the model
+    # kit's, the test suite's) differentiates through it: the primitive has no vjp
+    # of its own, the wrapper gives MLX's.
+    native_swiglu.install()
+    try:
+        key = mx.random.key(3)
+        gate = 4.0 * mx.random.normal((3, 67), key=key)
+        up = mx.random.normal((3, 67), key=mx.random.split(key)[1])
+
+        def loss(activation):
+            return lambda g, x: (activation(g, x) ** 2).sum()
+
+        ours = mx.grad(loss(native_swiglu.swiglu), argnums=(0, 1))(gate, up)
+        theirs = mx.grad(loss(native_swiglu._MLX_SWIGLU), argnums=(0, 1))(gate, up)
+        for a, b in zip(ours, theirs, strict=True):
+            assert float(mx.abs(a - b).max()) <= 1e-4 * float(mx.abs(b).max())
+    finally:
+        native_swiglu.uninstall()
