@@ -57,7 +57,12 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
     from mlx_lm.utils import dequantize_model
 
     from app.core.engine.cache import kv_storage
-    from app.core.engine.cpu import cpu_attention, decode_block, kv_kernel, native_kernel
+    from app.core.engine.cpu import (
+        cpu_attention,
+        decode_block,
+        kv_kernel,
+        native_kernel,
+    )
 
     cpu_attention.install()
     # Keys and values in 16 bits, computed in float32: float16 where the native kernel

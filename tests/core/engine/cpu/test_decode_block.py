@@ -40,9 +40,7 @@ def _switched_back():
 def _decode(model, on: bool, cache_kind: str, steps: int = 8):
     decode_block.switch(on)
     if cache_kind == "8-bit":
-        cache = [
-            QuantizedKVCache(group_size=64, bits=8) for _ in model.model.layers
-        ]
+        cache = [QuantizedKVCache(group_size=64, bits=8) for _ in model.model.layers]
     else:
         cache = make_prompt_cache(model)
     model(mx.array(PROMPT[:-1])[None], cache=cache)
@@ -165,9 +163,7 @@ def test_a_strided_activation_is_read_through_its_strides(native_built):
     # (1, 96) taken as a column of a (96, 3) matrix: a view with stride 3.
     wide = mx.array(rng.standard_normal((96, 3)).astype(np.float32))
     attention = wide[:, 1].reshape(1, 1, 96)
-    got = kernel.decode_mlp(
-        attention, residual, o, norm, 1e-5, gate, up, down, 32, 4
-    )
+    got = kernel.decode_mlp(attention, residual, o, norm, 1e-5, gate, up, down, 32, 4)
     expected = _reference_mlp(attention, residual, o, norm, gate, up, down)
     assert got.shape == residual.shape
     assert float(mx.abs(got - expected).max()) <= 1e-4 * (
