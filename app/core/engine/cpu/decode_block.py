@@ -72,6 +72,7 @@ def _fused_call(self, x: mx.array, mask=None, cache=None) -> mx.array:
     ):
         return original(self, x, mask, cache)
     kernel = load_module()
+    assert kernel is not None, "blocks are routed only where the kernel loaded"
     attention = self.self_attn
     mlp = self.mlp
     norm = self.input_layernorm
@@ -141,10 +142,11 @@ def unfit_reason(block: nn.Module) -> str | None:
     if type(attention).__module__ != family or type(mlp).__module__ != family:
         return "attention or MLP replaced"
     names = ("q_proj", "k_proj", "v_proj", "o_proj")
-    layers = [getattr(attention, n, None) for n in names] + [
+    found = [getattr(attention, n, None) for n in names] + [
         getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")
     ]
-    if not all(isinstance(layer, KernelLinear) for layer in layers):
+    layers = [layer for layer in found if isinstance(layer, KernelLinear)]
+    if len(layers) != len(found):
         return "a projection is not served by the native kernel"
     kinds = {(layer.group_size, layer.bits) for layer in layers}
     if len(kinds) != 1:
