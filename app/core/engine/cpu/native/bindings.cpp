@@ -8,6 +8,7 @@
 #include "block.h"
 #include "qkv.h"
 #include "qmm.h"
+#include "softmax.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -41,6 +42,9 @@ NB_MODULE(_swapless_qmm, m) {
       "norm_weight"_a, "eps"_a, "gate"_a, "up"_a, "down"_a, "group_size"_a, "bits"_a,
       nb::kw_only(), "stream"_a = nb::none(),
       "One decode token's o projection, residual, RMSNorm and SiLU MLP in one operation.");
+  m.def("softmax_weights", &swapless::softmax_weights, "scores"_a, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "[weights, sums] of each row's softmax (cpu_attention's exponential), one pass.");
   m.def("simd_path", &swapless::simd_path, "The path taken now: avx512, avx2 or scalar.");
   m.def("simd_paths", &swapless::simd_paths, "The paths this CPU can run, fastest first.");
   m.def(

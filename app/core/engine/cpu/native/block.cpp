@@ -74,33 +74,6 @@ float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
-// A float32 input as a contiguous row: its own buffer, or a gathered copy when a view
-// (a transpose or slice MLX did not copy) hands it over strided.
-const float* contiguous_row(const mx::array& a, std::vector<float>& scratch) {
-  if (a.flags().row_contiguous) {
-    return a.data<float>();
-  }
-  scratch.resize(a.size());
-  const float* base = a.data<float>();
-  const auto& shape = a.shape();
-  const auto& strides = a.strides();
-  std::vector<int> index(shape.size(), 0);
-  for (size_t e = 0; e < a.size(); ++e) {
-    int64_t at = 0;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      at += index[d] * strides[d];
-    }
-    scratch[e] = base[at];
-    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-      if (++index[d] < shape[d]) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
-  return scratch.data();
-}
-
 // Loaded parameters are contiguous already: no copy node for them (a node costs MLX
 // microseconds per token whatever it does).
 mx::array packed_input(const mx::array& a, const mx::Stream& stream) {
@@ -159,6 +132,33 @@ void check_common(int group_size, int bits, const char* what) {
 }
 
 }  // namespace
+
+// A float32 input as a contiguous row: its own buffer, or a gathered copy when a view
+// (a transpose or slice MLX did not copy) hands it over strided.
+const float* contiguous_row(const mx::array& a, std::vector<float>& scratch) {
+  if (a.flags().row_contiguous) {
+    return a.data<float>();
+  }
+  scratch.resize(a.size());
+  const float* base = a.data<float>();
+  const auto& shape = a.shape();
+  const auto& strides = a.strides();
+  std::vector<int> index(shape.size(), 0);
+  for (size_t e = 0; e < a.size(); ++e) {
+    int64_t at = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      at += index[d] * strides[d];
+    }
+    scratch[e] = base[at];
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++index[d] < shape[d]) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+  return scratch.data();
+}
 
 std::vector<mx::array> decode_qkv(
     const mx::array& x,

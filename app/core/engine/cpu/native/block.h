@@ -73,6 +73,11 @@ mx::array decode_mlp(
     int bits,
     mx::StreamOrDevice s = {});
 
+// A float32 array's elements in row order: its own buffer when row-contiguous, else
+// gathered into `scratch` through its strides (a view MLX did not copy). Call inside a
+// dispatched task, where the array's data has been computed.
+const float* contiguous_row(const mx::array& a, std::vector<float>& scratch);
+
 // The layout of a block operation's inputs: which projections carry an output bias.
 struct BlockLayout {
   bool mlp;  // decode_mlp (else decode_qkv)
