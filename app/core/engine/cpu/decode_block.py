@@ -36,8 +36,15 @@ FAMILIES = ("mlx_lm.models.qwen2", "mlx_lm.models.llama")
 the native block does (pre-norm, SwiGLU, plain RoPE)."""
 
 DISABLE_ENV = "SWAPLESS_DECODE_BLOCK"
-"""Set to ``0`` to keep the blocks' own code for one-token calls (a before/after
-comparison across processes, as the ``peers`` bench runs them)."""
+"""Set to ``0`` to keep MLX's own operations around the kernels for a decode token: the
+blocks' own code and MLX's softmax in decode attention (`kv_kernel.softmax`); a
+before/after comparison across processes, as the ``peers`` bench runs them."""
+
+
+def disabled() -> bool:
+    """Whether the user switched the decode block off (``SWAPLESS_DECODE_BLOCK=0``)."""
+    return os.environ.get(DISABLE_ENV, "").strip() in {"0", "off", "false", "no"}
+
 
 _switched_on = True
 _ORIGINAL_CALL: dict[type, Any] = {}
@@ -169,7 +176,7 @@ def install(model: nn.Module) -> int:
     Returns:
         How many blocks were routed.
     """
-    if os.environ.get(DISABLE_ENV, "").strip() in {"0", "off", "false", "no"}:
+    if disabled():
         return 0
     module = load_module()
     if module is None or not hasattr(module, "decode_qkv"):

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import mlx.core as mx
 
-from app.core.engine.cpu import native_build
+from app.core.engine.cpu import decode_block, native_build
 from app.core.engine.cpu.native_kernel import KernelState, load_module
 
 GROUPS = (32, 64, 128)
@@ -178,9 +178,10 @@ def softmax(scores: mx.array) -> tuple[mx.array, mx.array] | None:
 
     Returns:
         ``(weights, sums)`` as `cpu_attention.softmax_weights` returns them, or None
-        when the kernel is not used or predates this entry point.
+        when the kernel is not used, predates this entry point, or the decode block
+        is switched off (`decode_block.DISABLE_ENV`).
     """
-    if scores.dtype != mx.float32 or not used():
+    if scores.dtype != mx.float32 or not used() or decode_block.disabled():
         return None
     function = getattr(load_module(), "softmax_weights", None)
     if function is None:

@@ -66,6 +66,13 @@ def test_decode_attention_takes_it_with_the_kv_kernel(kernel):
     assert kv_kernel.softmax(scores.astype(mx.float16)) is None
 
 
+def test_the_decode_block_switch_keeps_mlx_softmax(kernel, monkeypatch):
+    from app.core.engine.cpu import decode_block
+
+    monkeypatch.setenv(decode_block.DISABLE_ENV, "0")
+    assert kv_kernel.softmax(_scores(np.random.default_rng(4), 16)) is None
+
+
 def test_bad_scores_are_refused_in_words(kernel):
     with pytest.raises(ValueError, match="float32"):
         kernel.softmax_weights(mx.zeros((2, 3), dtype=mx.float16))
