@@ -183,3 +183,45 @@ def test_bad_shapes_are_refused_in_words(native_built):
         kernel.decode_qkv(
             x, mx.ones((64,)), 1e-5, q, q, q, 32, 4, 3, 2, 32, False, 1e4, 1.0, 0
         )
+
+
+@pytest.mark.parametrize(
+    ("traditional", "dims", "scale"),
+    [(False, 32, 1.0), (True, 32, 1.0), (False, 16, 0.25), (True, 16, 2.0)],
+)
+def test_q_k_v_equal_norm_projections_and_rope(native_built, traditional, dims, scale):
+    # RoPE variants the model tests do not reach: traditional pairs, a partial
+    # rotation (dims < head size), a position scale.
+    kernel = native_kernel.load_module()
+    rng = np.random.default_rng(dims + int(traditional))
+    heads, kv_heads, head_dim, hidden = 4, 2, 32, 64
+    q = _projection(rng, heads * head_dim, hidden, True)
+    k = _projection(rng, kv_heads * head_dim, hidden, True)
+    v = _projection(rng, kv_heads * head_dim, hidden, False)
+    norm = mx.array(rng.standard_normal(hidden).astype(np.float32))
+    x = mx.array(rng.standard_normal((1, 1, hidden)).astype(np.float32))
+    offset, base = 777, 10000.0
+    got = kernel.decode_qkv(
+        x, norm, 1e-6, q, k, v, 32, 4, heads, kv_heads,
+        dims, traditional, base, scale, offset,
+    )  # fmt: skip
+    n = mx.fast.rms_norm(x, norm, 1e-6)
+
+    def project(p, count):
+        y = mx.quantized_matmul(n, *p[:3], group_size=32, bits=4)
+        y = y + p[3] if len(p) == 4 else y
+        return y.reshape(1, 1, count, head_dim).transpose(0, 2, 1, 3)
+
+    def rope(t):
+        return mx.fast.rope(
+            t, dims, traditional=traditional, base=base, scale=scale, offset=offset
+        )
+
+    expected = [
+        rope(project(q, heads)),
+        rope(project(k, kv_heads)),
+        project(v, kv_heads),
+    ]
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        assert float(mx.abs(g - e).max()) <= 1e-4 * (1.0 + float(mx.abs(e).max()))
