@@ -54,9 +54,9 @@ def chunk_ceiling() -> int:
     """The longest prefill chunk worth taking with the loaded model.
 
     Where the native kernel serves the quantized layers, chunks of more rows than it
-    takes (`native_kernel.KERNEL_ROWS`) widen every layer to float32 instead, which
-    MLX's CPU ``dequantize`` makes slower per token than the kernel's passes
-    (docs/measured.md, "Prefill chunks").
+    takes (`native_kernel.KERNEL_ROWS`) widen every layer to float32 for the BLAS
+    instead, slower per token than the kernel's passes with the BLAS preloaded here
+    (docs/native-kernel.md, "Long inputs").
     """
     from app.core.engine.cpu import backend
 

@@ -6,6 +6,9 @@ after a prompt is in the cache, each step is taken apart and timed with
 
 - graph building: calling the model on one token (lazy, nothing computed);
 - the forward pass: evaluating those logits (MLX's CPU work, weight products included);
+- the same forward pass with the blocks' own code (`decode_block` switched off: where
+  the native decode block serves the model, what it saves; else the same figure);
+- attention alone: every layer's decode attention over the cache, in one graph;
 - the weight products alone: every linear layer and the output projection on one row,
   evaluated in one graph (what the native kernel, or BLAS, computes in a step);
 - sampling: greedy ``argmax`` of the logits, as the engine's decode loop does, and
@@ -25,7 +28,15 @@ import time
 import mlx.core as mx
 import mlx.nn as nn
 
-PARTS = ("build_ms", "forward_ms", "products_ms", "argmax_ms", "logsumexp_argmax_ms")
+PARTS = (
+    "build_ms",
+    "forward_ms",
+    "forward_own_blocks_ms",
+    "products_ms",
+    "attention_ms",
+    "argmax_ms",
+    "logsumexp_argmax_ms",
+)
 
 
 def _products(model) -> list:
@@ -55,6 +66,53 @@ def _products_graph(calls: list, rows: dict[int, mx.array]) -> list[mx.array]:
     return [call(rows[_row_for(call)]) for call in calls]
 
 
+def _attention_graph(model, cache: list, query: dict) -> list[mx.array]:
+    """Every layer's one-token attention over its cache, as the model's code calls it."""
+    from mlx_lm.models import base
+
+    outputs = []
+    for block, layer in zip(model.layers, cache, strict=False):
+        attention = getattr(block, "self_attn", None)
+        keys = getattr(layer, "keys", None)
+        if attention is None or keys is None or isinstance(keys, tuple | list):
+            continue  # another layer kind, or a quantized cache: not split out
+        heads = getattr(attention, "n_heads", None)
+        if heads is None:
+            continue
+        head_dim = keys.shape[-1]
+        if (heads, head_dim) not in query:
+            query[heads, head_dim] = mx.random.normal((1, heads, 1, head_dim))
+        visible = layer.offset
+        outputs.append(
+            base.scaled_dot_product_attention(
+                query[heads, head_dim],
+                keys[..., :visible, :],
+                layer.values[..., :visible, :],
+                cache=layer,
+                scale=attention.scale,
+                mask=None,
+            )
+        )
+    return outputs
+
+
+def _timed_forward(model, token: mx.array, cache: list) -> float:
+    """Seconds to evaluate one token's logits; the cache is cut back afterwards."""
+    logits = model(token[None], cache=cache)[:, -1, :]
+    started = time.perf_counter()
+    mx.eval(logits)
+    seconds = time.perf_counter() - started
+    for layer in cache:
+        layer.trim(1)
+    return seconds
+
+
+def inner_model(model):
+    """The module holding the layers (``model.model`` for mlx-lm's usual wrapper)."""
+    inner = getattr(model, "model", None)
+    return inner if hasattr(inner, "layers") else model
+
+
 def measure_split(model, prompt: list[int], steps: int) -> dict[str, float]:
     """Median milliseconds of each part of a decode step (see the module docstring).
 
@@ -68,6 +126,8 @@ def measure_split(model, prompt: list[int], steps: int) -> dict[str, float]:
     """
     from mlx_lm.models.cache import make_prompt_cache
 
+    from app.core.engine.cpu import decode_block
+
     cache = make_prompt_cache(model)
     model(mx.array(prompt[:-1])[None], cache=cache)
     mx.eval([layer.state for layer in cache])
@@ -76,7 +136,18 @@ def measure_split(model, prompt: list[int], steps: int) -> dict[str, float]:
     mx.eval(list(rows.values()))
     token = mx.array(prompt[-1:])
     times: dict[str, list[float]] = {name: [] for name in PARTS}
+    queries: dict = {}
+    was_on = decode_block.switched_on()
     for _ in range(steps):
+        decode_block.switch(False)
+        try:
+            times["forward_own_blocks_ms"].append(_timed_forward(model, token, cache))
+        finally:
+            decode_block.switch(was_on)
+        attention = _attention_graph(inner_model(model), cache, queries)
+        started = time.perf_counter()
+        mx.eval(attention)
+        times["attention_ms"].append(time.perf_counter() - started)
         started = time.perf_counter()
         logits = model(token[None], cache=cache)[:, -1, :]
         built = time.perf_counter()

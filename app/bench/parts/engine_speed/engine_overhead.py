@@ -143,7 +143,13 @@ def _split_figures(split: dict, engine_ms: float, mlx_lm_ms: float) -> dict:
     if engine_ms > 0:
         figures["shares_of_engine_token"] = {
             name: figures[name] / engine_ms
-            for name in ("forward_ms", "products_ms", "build_ms", "argmax_ms")
+            for name in (
+                "forward_ms",
+                "products_ms",
+                "attention_ms",
+                "build_ms",
+                "argmax_ms",
+            )
         }
     return figures
 
@@ -158,8 +164,12 @@ def _split_rows(split: dict) -> list[Row]:
             f"{ms('engine_token_ms')} / {ms('mlx_lm_token_ms')}",
         ),
         Row(
-            "  forward pass (MLX eval) / the weight products alone",
-            f"{ms('forward_ms')} / {ms('products_ms')}",
+            "  forward pass (MLX eval) / the weight products alone / attention alone",
+            f"{ms('forward_ms')} / {ms('products_ms')} / {ms('attention_ms')}",
+        ),
+        Row(
+            "  forward pass with the blocks' own code (native decode block off)",
+            ms("forward_own_blocks_ms"),
         ),
         Row(
             "  graph building (overlaps the previous step) / argmax / "

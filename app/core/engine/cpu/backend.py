@@ -59,6 +59,7 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
     from app.core.engine.cache import kv_storage
     from app.core.engine.cpu import (
         cpu_attention,
+        decode_block,
         kv_kernel,
         native_kernel,
         native_swiglu,
@@ -79,6 +80,9 @@ def adapt_model(model: nn.Module, *, native: bool = True) -> nn.Module:
     model.set_dtype(mx.float32)
     if native:
         _kernel_state = native_kernel.install(model)
+        if _kernel_state.used:
+            # One-token calls of Llama/Qwen2-style blocks in 3 graph nodes, not ~160.
+            decode_block.install(model)
     else:
         _kernel_state = KernelState(False, "not requested")
     if not _kernel_state.used and any(

@@ -36,6 +36,7 @@ import sys
 
 import mlx.core as mx
 
+from app.core.engine.cpu import kv_kernel
 from app.core.engine.cpu.quantized_products import (
     KVPart,
     TieredKV,
@@ -272,7 +273,8 @@ def tiered_attention(queries: mx.array, tiered: TieredKV, scale: float, mask):
     by_part = [part_scores(folded, part) for part in tiered.parts]
     scores = by_part[0] if len(by_part) == 1 else mx.concatenate(by_part, axis=-1)
     scores = _masked_scores(scores, mask, heads, 1, scores.shape[-1])
-    weights, sums = softmax_weights(scores)  # (B, H_kv, R, T)
+    # (B, H_kv, R, T): one native pass where the KV kernel is used, else MLX ops.
+    weights, sums = kv_kernel.softmax(scores) or softmax_weights(scores)
     out: mx.array | None = None
     start = 0
     for part in tiered.parts:

@@ -6,9 +6,11 @@
 #include <nanobind/stl/vector.h>
 
 #include "dequant.h"
+#include "block.h"
 #include "qkv.h"
 #include "swiglu.h"
 #include "qmm.h"
+#include "softmax.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -48,6 +50,18 @@ NB_MODULE(_swapless_qmm, m) {
   m.def("kv_values", &swapless::kv_values, "p"_a, "v"_a, "scales"_a.none(), "biases"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "stream"_a = nb::none(),
       "p @ V per (batch, kv head) over a cache as stored (bits 16: dense).");
+  m.def("decode_qkv", &swapless::decode_qkv, "x"_a, "norm_weight"_a, "eps"_a, "q"_a, "k"_a,
+      "v"_a, "group_size"_a, "bits"_a, "heads"_a, "kv_heads"_a, "rope_dims"_a,
+      "rope_traditional"_a, "rope_base"_a, "rope_scale"_a, "offset"_a, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "One decode token's RMSNorm, q/k/v projections and RoPE in one operation.");
+  m.def("decode_mlp", &swapless::decode_mlp, "attention"_a, "residual"_a, "o"_a,
+      "norm_weight"_a, "eps"_a, "gate"_a, "up"_a, "down"_a, "group_size"_a, "bits"_a,
+      nb::kw_only(), "stream"_a = nb::none(),
+      "One decode token's o projection, residual, RMSNorm and SiLU MLP in one operation.");
+  m.def("softmax_weights", &swapless::softmax_weights, "scores"_a, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "[weights, sums] of each row's softmax (cpu_attention's exponential), one pass.");
   m.def("simd_path", &swapless::simd_path, "The path taken now: avx512, avx2 or scalar.");
   m.def("simd_paths", &swapless::simd_paths, "The paths this CPU can run, fastest first.");
   m.def(
