@@ -97,14 +97,10 @@ void add_projection(
     throw std::invalid_argument(std::string(what) + ": a projection is 3 or 4 arrays");
   }
   const auto& w = p[0];
-  if (w.dtype() != mx::uint32 || w.ndim() != 2 || w.shape(1) * (32 / bits) != k) {
+  if (check_packed(what, w, p[1], p[2], group_size, bits) != k) {
     throw std::invalid_argument(
         std::string(what) + ": packed weights must be (N, " + std::to_string(k) +
         " * bits / 32) uint32");
-  }
-  const mx::Shape group_shape{w.shape(0), k / group_size};
-  if (p[1].shape() != group_shape || p[2].shape() != group_shape) {
-    throw std::invalid_argument(std::string(what) + ": scales/biases must be (N, K/group)");
   }
   if (p.size() == 4 && p[3].size() != static_cast<size_t>(w.shape(0))) {
     throw std::invalid_argument(std::string(what) + ": the output bias must have N values");
@@ -120,15 +116,6 @@ mx::array as_float(const mx::array& a, const mx::Stream& stream) {
     throw std::invalid_argument("decode block: activations must be floating");
   }
   return mx::astype(a, mx::float32, stream);
-}
-
-void check_common(int group_size, int bits, const char* what) {
-  if (bits != 4 && bits != 8) {
-    throw std::invalid_argument(std::string(what) + ": bits must be 4 or 8");
-  }
-  if (group_size != 32 && group_size != 64 && group_size != 128) {
-    throw std::invalid_argument(std::string(what) + ": group_size must be 32, 64 or 128");
-  }
 }
 
 }  // namespace
@@ -178,7 +165,7 @@ std::vector<mx::array> decode_qkv(
     int offset,
     mx::StreamOrDevice s) {
   const char* what = "decode_qkv";
-  check_common(group_size, bits, what);
+  check_format(what, group_size, bits);
   auto stream = mx::to_stream(s);
   const int hidden = static_cast<int>(x.size());
   if (norm_weight.size() != x.size()) {
@@ -221,7 +208,7 @@ mx::array decode_mlp(
     int bits,
     mx::StreamOrDevice s) {
   const char* what = "decode_mlp";
-  check_common(group_size, bits, what);
+  check_format(what, group_size, bits);
   auto stream = mx::to_stream(s);
   const int hidden = static_cast<int>(residual.size());
   if (norm_weight.size() != residual.size()) {

@@ -208,25 +208,8 @@ mx::array dequantize_f32(
     int group_size,
     int bits,
     mx::StreamOrDevice s) {
-  if (bits != 4 && bits != 8) {
-    throw std::invalid_argument("dequantize_f32: bits must be 4 or 8");
-  }
-  if (group_size != 32 && group_size != 64 && group_size != 128) {
-    throw std::invalid_argument("dequantize_f32: group_size must be 32, 64 or 128");
-  }
-  if (w.dtype() != mx::uint32 || w.ndim() != 2) {
-    throw std::invalid_argument("dequantize_f32: w must be a 2-D uint32 array");
-  }
+  const int k = check_packed("dequantize_f32", w, scales, biases, group_size, bits);
   const int n = w.shape(0);
-  const int k = w.shape(1) * (32 / bits);
-  const mx::Shape group_shape{n, k / group_size};
-  if (k % group_size != 0 || scales.shape() != group_shape ||
-      biases.shape() != group_shape) {
-    throw std::invalid_argument(
-        "dequantize_f32: scales/biases must be (N, K/group) = (" + std::to_string(n) +
-        ", " + std::to_string(k / group_size) + ") for " + std::to_string(k) +
-        " columns");
-  }
   if (!mx::issubdtype(scales.dtype(), mx::floating) ||
       !mx::issubdtype(biases.dtype(), mx::floating)) {
     throw std::invalid_argument("dequantize_f32: scales and biases must be floating");

@@ -413,6 +413,39 @@ void qmm_f32(
   }
 }
 
+void check_format(const char* op, int group_size, int bits) {
+  if (bits != 4 && bits != 8) {
+    throw std::invalid_argument(std::string(op) + ": bits must be 4 or 8");
+  }
+  if (group_size != 32 && group_size != 64 && group_size != 128) {
+    throw std::invalid_argument(std::string(op) + ": group_size must be 32, 64 or 128");
+  }
+}
+
+int check_packed(
+    const char* op,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits) {
+  check_format(op, group_size, bits);
+  if (w.dtype() != mx::uint32 || w.ndim() != 2) {
+    throw std::invalid_argument(std::string(op) + ": w must be a 2-D uint32 array");
+  }
+  const int n = w.shape(0);
+  const int k = w.shape(1) * (32 / bits);
+  const mx::Shape group_shape{n, k / group_size};
+  if (k % group_size != 0 || scales.shape() != group_shape ||
+      biases.shape() != group_shape) {
+    throw std::invalid_argument(
+        std::string(op) + ": scales/biases must be (N, K/group) = (" + std::to_string(n) +
+        ", " + std::to_string(k / group_size) + ") for " + std::to_string(k) +
+        " columns");
+  }
+  return k;
+}
+
 mx::array quantized_matvec(
     const mx::array& x,
     const mx::array& w,
@@ -421,30 +454,15 @@ mx::array quantized_matvec(
     int group_size,
     int bits,
     mx::StreamOrDevice s) {
-  if (bits != 4 && bits != 8) {
-    throw std::invalid_argument("quantized_matvec: bits must be 4 or 8");
-  }
-  if (group_size != 32 && group_size != 64 && group_size != 128) {
-    throw std::invalid_argument("quantized_matvec: group_size must be 32, 64 or 128");
-  }
-  if (w.dtype() != mx::uint32 || w.ndim() != 2) {
-    throw std::invalid_argument("quantized_matvec: w must be a 2-D uint32 array");
-  }
+  const int k = check_packed("quantized_matvec", w, scales, biases, group_size, bits);
+  const int n = w.shape(0);
   if (x.ndim() < 1 || !mx::issubdtype(x.dtype(), mx::floating)) {
     throw std::invalid_argument("quantized_matvec: x must be a floating array");
   }
-  const int n = w.shape(0);
-  const int k = w.shape(1) * (32 / bits);
-  const int groups = k / group_size;
   if (x.shape(-1) != k) {
     throw std::invalid_argument(
         "quantized_matvec: x has " + std::to_string(x.shape(-1)) +
         " columns, the weights " + std::to_string(k));
-  }
-  const mx::Shape group_shape{n, groups};
-  if (k % group_size != 0 || scales.shape() != group_shape ||
-      biases.shape() != group_shape) {
-    throw std::invalid_argument("quantized_matvec: scales/biases must be (N, K/group)");
   }
   auto stream = mx::to_stream(s);
   auto xf = mx::contiguous(mx::astype(x, mx::float32, stream), false, stream);

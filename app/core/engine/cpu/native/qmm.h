@@ -54,6 +54,20 @@ void force_algebra(std::optional<bool> on);
 // other kernels of the module follow the same switch).
 int active_path();
 
+// Refuses (std::invalid_argument naming `op`) a format the kernels do not cover: bits
+// other than 4 or 8, groups other than 32, 64 or 128.
+void check_format(const char* op, int group_size, int bits);
+
+// Checks a layer as mlx-lm packs it (check_format, then (N, K * bits / 32) uint32 words
+// and (N, K / group) scales and biases) and returns K, its input width.
+int check_packed(
+    const char* op,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits);
+
 // Runs fn(0) .. fn(parts - 1) on the kernel's thread pool, fn(0) on the caller.
 void run_parallel(int parts, const std::function<void(int)>& fn);
 
