@@ -19,16 +19,6 @@ pytestmark = pytest.mark.skipif(
 PATHS = ["avx512", "avx2", "scalar"]
 
 
-@pytest.fixture(scope="module")
-def kernel(native_built):
-    module = native_kernel.load_module()
-    assert module is not None
-    yield module
-    module.force_path("auto")
-    module.force_algebra(None)
-    module.set_threads(1)
-
-
 def _forced(kernel, path):
     if path not in kernel.simd_paths():
         pytest.skip(f"this CPU has no {path} path")

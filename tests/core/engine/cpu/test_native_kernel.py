@@ -21,16 +21,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def kernel(native_built):
-    module = native_kernel.load_module()
-    assert module is not None
-    yield module
-    module.force_path("auto")
-    module.force_algebra(None)
-    module.set_threads(1)
-
-
 def _cpu_flags() -> set[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()

@@ -9,22 +9,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from app.core.engine.cpu import backend, native_build, native_kernel, native_swiglu
+from app.core.engine.cpu import backend, native_build, native_swiglu
 
 pytestmark = pytest.mark.skipif(
     backend.uses_metal(), reason="the native kernel serves the CPU backend only"
 )
 
 PATHS = ["avx512", "avx2", "scalar"]
-
-
-@pytest.fixture(scope="module")
-def kernel(native_built):
-    module = native_kernel.load_module()
-    assert module is not None
-    yield module
-    module.force_path("auto")
-    module.set_threads(1)
 
 
 def _reference(gate: mx.array, up: mx.array) -> np.ndarray:
