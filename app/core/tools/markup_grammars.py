@@ -231,17 +231,27 @@ def _arguments(parts: list[str], required: list[bool]) -> str:
 def _xml_function_rules(
     tools: Sequence[ToolSpec], style: _XmlStyle, mark: Mark
 ) -> list[str]:
+    # Each tag looked up in the vocabulary once, not once per argument of every tool.
+    tags = {tag: mark(tag) for tag in style.tags}
+
     def piece(text: str, name: str = "") -> str:
         if text == "{name}":
             return json.dumps(name)
-        return mark(text).lark() if text in style.tags else json.dumps(text)
+        return tags[text].lark() if text in tags else json.dumps(text)
 
+    closing = [style.before_close, style.close_tag, style.after]
+    close = " ".join(piece(p) for p in closing if p)
+    closed_by_token = (
+        style.close_tag in tags and tags[style.close_tag].token_id is not None
+    )
     options, rules = [], []
     for i, tool in enumerate(tools):
         props = _properties(tool)
         parts = []
         for j, (name, prop, _) in enumerate(props):
-            value, terminal = _xml_value(prop, f"VALUE_{i}_{j}", style, piece)
+            value, terminal = _xml_value(
+                prop, f"VALUE_{i}_{j}", style, close, closed_by_token
+            )
             opened = " ".join(piece(p, name) for p in style.arg_open)
             rules.append(f"arg_{i}_{j}: {opened} {value}")
             rules += terminal
@@ -259,20 +269,26 @@ def _xml_value(
     prop: dict[str, Any],
     terminal: str,
     style: _XmlStyle,
-    piece: Callable[[str], str],
+    close: str,
+    closed_by_token: bool,
 ) -> tuple[str, list[str]]:
     """One XML argument's value and its closing tag, as a Lark expression, and the
-    terminal it needs (a raw string's, named ``terminal``)."""
-    closing = [style.before_close, style.close_tag, style.after]
-    close = " ".join(piece(p) for p in closing if p)
+    terminal it needs (a raw string's, named ``terminal``).
+
+    Args:
+        prop: The argument's schema.
+        terminal: The name for a raw string's terminal.
+        style: The format.
+        close: What closes a value, as Lark.
+        closed_by_token: The closing tag is one special token of the vocabulary.
+    """
     literals = _string_literals(prop)
     if literals is not None:
         return "(" + " | ".join(json.dumps(s) for s in literals) + f") {close}", []
     types = prop.get("type")
     kinds = set(types) if isinstance(types, list) else {types}
     if kinds & _STRING_TYPES or (types is None and not _json_only(prop)):
-        tag = piece(style.close_tag)
-        if tag.startswith("<["):
+        if closed_by_token:
             high = prop.get("maxLength")
             if isinstance(high, int) and high < 1:
                 return close, []
