@@ -23,16 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.core.recall.block import Recallable
-from app.core.recall.ranking import Found
+from app.core.recall.ranking import Found, PairKey, pair_key
 
 FOLLOW_SHARE = 0.8
-
-PairKey = tuple[int, ...]
-
-
-def pair_key(pair: tuple[Recallable, ...]) -> PairKey:
-    """A pair's identity: its message ids."""
-    return tuple(m.id for m in pair)
 
 
 def _asks(text: str) -> bool:

@@ -24,6 +24,14 @@ from app.core.trim.facts import sentences
 from app.core.trim.importance import claims, importance, superseded
 
 Found = list[tuple[tuple[Recallable, ...], float]]
+PairKey = tuple[int, ...]
+
+
+def pair_key(pair: tuple[Recallable, ...]) -> PairKey:
+    """A pair's identity: its message ids."""
+    return tuple(m.id for m in pair)
+
+
 # Relevance gains this share per point of importance, up to `MAX_IMPORTANCE` points.
 IMPORTANCE_WEIGHT = 0.15
 MAX_IMPORTANCE = 8
@@ -113,7 +121,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 def ranked(
     found: Found,
     terms: Sequence[str] = (),
-    context: Mapping[tuple[int, ...], str] | None = None,
+    context: Mapping[PairKey, str] | None = None,
 ) -> list[tuple[Recallable, ...]]:
     """Pairs best first: BM25 weighted by importance and by coverage of ``terms``
     (the query's words; a follow-up's ``context``, keyed by its message ids, counts
@@ -129,7 +137,7 @@ def ranked(
     weighted = []
     for pair, relevance in found:
         points = min(pair_importance(pair), MAX_IMPORTANCE)
-        around = context.get(tuple(m.id for m in pair), "") if context else ""
+        around = context.get(pair_key(pair), "") if context else ""
         covered = 1 + COVERAGE_WEIGHT * coverage(pair, terms, around)
         weighted.append(
             (pair, relevance * (1 + IMPORTANCE_WEIGHT * points) * covered, points)

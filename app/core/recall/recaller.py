@@ -7,10 +7,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.core.recall.block import choose
-from app.core.recall.follow_ups import PairKey, with_follow_ups
+from app.core.recall.follow_ups import with_follow_ups
 from app.core.recall.in_memory import MessageIndex
 from app.core.recall.query import recall_terms, terms_query
-from app.core.recall.ranking import Found, current_only, mentions, ranked
+from app.core.recall.ranking import (
+    Found,
+    PairKey,
+    current_only,
+    mentions,
+    ranked,
+)
 from app.core.store import Store
 from app.core.store.records import RecalledMessage
 
