@@ -188,9 +188,16 @@ def _native_kernel() -> str:
     built = native_build.state()
     if built.path is None:
         return built.reason + "; quantized weights are dequantized to float32"
+    if native_build.decode_block_disabled():
+        block = f"the decode block is switched off ({native_build.DECODE_BLOCK_ENV}=0)"
+    else:
+        block = (
+            "a decode token through a Llama/Qwen2-family block runs as two native "
+            "operations (RMSNorm, projections, RoPE; projections, SiLU, residuals)"
+        )
     return (
         f"{built.reason}; 4/8-bit affine layers stay packed when its self-test "
-        "passes on the loaded model"
+        f"passes on the loaded model; {block}"
     )
 
 

@@ -50,6 +50,19 @@ def test_a_build_for_these_sources_is_found(tmp_path, monkeypatch, capsys):
     assert _runtime(capsys)["native_kernel"].startswith("not built")
 
 
+def test_the_decode_block_and_its_switch_are_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(native_build.CACHE_ENV, str(tmp_path))
+    folder = tmp_path / native_build.build_key()
+    folder.mkdir()
+    (folder / f"{native_build.MODULE_NAME}.cpython-311-x86_64-linux-gnu.so").touch()
+    assert "Llama/Qwen2-family block runs as two native" in (
+        _runtime(capsys)["native_kernel"]
+    )
+    monkeypatch.setenv(native_build.DECODE_BLOCK_ENV, "0")
+    line = _runtime(capsys)["native_kernel"]
+    assert line.endswith("the decode block is switched off (SWAPLESS_DECODE_BLOCK=0)")
+
+
 def test_switched_off_is_said(monkeypatch, capsys):
     monkeypatch.setenv(native_build.DISABLE_ENV, "0")
     assert (

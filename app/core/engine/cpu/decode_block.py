@@ -22,28 +22,24 @@ and the tests compare both in one process.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 
+from app.core.engine.cpu import native_build
 from app.core.engine.cpu.native_kernel import KernelLinear, load_module
 
 FAMILIES = ("mlx_lm.models.qwen2", "mlx_lm.models.llama")
 """Modules whose ``TransformerBlock``, ``Attention`` and ``MLP`` compute exactly what
 the native block does (pre-norm, SwiGLU, plain RoPE)."""
 
-DISABLE_ENV = "SWAPLESS_DECODE_BLOCK"
+DISABLE_ENV = native_build.DECODE_BLOCK_ENV
 """Set to ``0`` to keep MLX's own operations around the kernels for a decode token: the
 blocks' own code and MLX's softmax in decode attention (`kv_kernel.softmax`); a
 before/after comparison across processes, as the ``peers`` bench runs them."""
-
-
-def disabled() -> bool:
-    """Whether the user switched the decode block off (``SWAPLESS_DECODE_BLOCK=0``)."""
-    return os.environ.get(DISABLE_ENV, "").strip() in {"0", "off", "false", "no"}
+disabled = native_build.decode_block_disabled
 
 
 _switched_on = True

@@ -59,9 +59,20 @@ class BuildState:
     reason: str
 
 
+DECODE_BLOCK_ENV = "SWAPLESS_DECODE_BLOCK"
+"""Set to ``0`` to keep MLX's own operations around the kernels for a decode token
+(`decode_block`); here so the doctor can read it without importing MLX."""
+OFF_WORDS = frozenset({"0", "off", "false", "no"})
+
+
 def disabled() -> bool:
     """Whether the user switched the kernel off (``SWAPLESS_NATIVE_KERNEL=0``)."""
-    return os.environ.get(DISABLE_ENV, "").strip() in {"0", "off", "false", "no"}
+    return os.environ.get(DISABLE_ENV, "").strip() in OFF_WORDS
+
+
+def decode_block_disabled() -> bool:
+    """Whether the user switched the decode block off (``SWAPLESS_DECODE_BLOCK=0``)."""
+    return os.environ.get(DECODE_BLOCK_ENV, "").strip() in OFF_WORDS
 
 
 def cache_root() -> Path:
