@@ -12,6 +12,12 @@ BLIS := /usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3
 OPENBLAS := /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
 ifneq ($(wildcard $(BLIS)),)
   export LD_PRELOAD := $(BLIS)
+  # Where BLIS's detection falls back to its generic kernels (a CPU newer than the
+  # library: 5x slower GEMMs), the fastest sub-configuration measured (app/cli/blis_arch.py).
+  BLIS_ARCH := $(shell $(PYTHON) app/cli/blis_arch.py $(BLIS) 2>/dev/null)
+  ifneq ($(BLIS_ARCH),)
+    export BLIS_ARCH_TYPE := $(BLIS_ARCH)
+  endif
 else ifneq ($(wildcard $(OPENBLAS)),)
   export LD_PRELOAD := $(OPENBLAS)
 endif

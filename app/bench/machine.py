@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from app.cli import blis_arch
+
 
 def cpu_model() -> str:
     """Return the CPU's marketing name, or the architecture when it is unknown."""
@@ -98,6 +100,9 @@ def machine_info() -> dict:
         "blas_threads": os.environ.get("BLIS_NUM_THREADS")
         if blas_in_use() == "BLIS"
         else os.environ.get("OPENBLAS_NUM_THREADS"),
+        "blis_arch_type": os.environ.get("BLIS_ARCH_TYPE")
+        if blas_in_use() == "BLIS"
+        else None,
         "load_average_at_start": load_average(),
     }
 
@@ -105,6 +110,8 @@ def machine_info() -> dict:
 def short_description(info: dict) -> str:
     """Return one line like ``AMD EPYC, 2 cores, 23.4 GiB, Linux, mlx 0.32.4 (cpu)``."""
     name = info.get("blas") or ("OpenBLAS" if info.get("openblas_preloaded") else None)
+    if name == "BLIS" and info.get("blis_arch_type") is not None:
+        name += f" {blis_arch.ARCH_ENV}={info['blis_arch_type']}"
     blas = f", {name}" if name else ""
     system = info.get("os", "").split("-")[0]
     return (

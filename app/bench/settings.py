@@ -96,6 +96,10 @@ class BenchSettings:
         peers_depths: Context depths of the decode tests.
         peers_decode_tokens: Tokens generated per decode test.
         peers_rounds: Interleaved rounds (each side once per test and round).
+        peers_chat_turns: Turns of the chat held with llama-cpp-python
+            (`parts.peers.chat_turns`).
+        peers_chat_user_tokens: Tokens of each user message of that chat.
+        peers_chat_max_tokens: Tokens of each reply of that chat.
         llama_bench: A ``llama-bench`` to compare with (empty:
             ``$SWAPLESS_LLAMA_BENCH``, else the ``make peers`` build).
     """
@@ -163,6 +167,9 @@ class BenchSettings:
     peers_depths: tuple[int, ...] = (512, 4096)
     peers_decode_tokens: int = 32
     peers_rounds: int = 2
+    peers_chat_turns: int = 20
+    peers_chat_user_tokens: int = 128
+    peers_chat_max_tokens: int = 64
     llama_bench: str = ""
 
     def to_dict(self) -> dict:
@@ -224,6 +231,7 @@ QUICK = BenchSettings(
     peers_depths=(512,),
     peers_decode_tokens=16,
     peers_rounds=1,
+    peers_chat_turns=6,
 )
 SMOKE = QUICK.with_changes(
     overhead_pairs=2,
@@ -283,6 +291,9 @@ SMOKE = QUICK.with_changes(
     peers_prefill=(64,),
     peers_depths=(64,),
     peers_decode_tokens=4,
+    peers_chat_turns=2,
+    peers_chat_user_tokens=16,
+    peers_chat_max_tokens=4,
 )
 """The smallest sizes that still run every part's code end to end on the ``tiny``
 model: what the test suite runs (tests/bench/test_parts_smoke.py), not a measurement."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +27,8 @@ class WorkerProcess:
         env: Its environment.
         name: What errors call it.
         quit_timeout: Seconds it gets to stop after ``quit`` before it is killed.
+        program: The command that starts it, in place of ``python -m module`` (a
+            script run by another Python: llama-cpp-python's venv has no MLX).
     """
 
     def __init__(
@@ -39,13 +41,14 @@ class WorkerProcess:
         env: Mapping[str, str],
         name: str,
         quit_timeout: float,
+        program: Sequence[str] | None = None,
     ):
         self.name = name
         self._marker = marker
         self._quit_timeout = quit_timeout
         self._log = log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", module, json.dumps(config)],
+            [*(program or (sys.executable, "-m", module)), json.dumps(config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

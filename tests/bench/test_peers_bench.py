@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.parts.peers import llama_build, llama_side
+from app.bench.parts.peers import chat_turns, llama_build, llama_side
 from app.bench.runner import run_bench
 from app.bench.settings import SMOKE
 
@@ -84,6 +84,19 @@ def test_a_llama_bench_without_its_other_tools_says_which_is_missing(
     assert reason == "" and tools is not None
     assert tools.converter == no_llama / "llama.cpp" / "convert_hf_to_gguf.py"
     assert tools.quantize == quantize
+
+
+def test_a_python_without_llama_cpp_python_is_the_chat_rows_reason(no_llama):
+    # The app's own venv never has the binding: the chat is skipped, and how to get it.
+    reason = chat_turns.binding_missing(Path(sys.executable))
+    assert reason is not None
+    assert sys.executable in reason and "make peers" in reason
+    binding = llama_build.layout(llama_build.DEFAULT_VERSION)
+    real = llama_build.Layout(Path.home() / ".cache/swapless/peers", binding.version)
+    if real.venv_python.is_file() and llama_build._imports(
+        real.venv_python, "llama_cpp"
+    ):
+        assert chat_turns.binding_missing(real.venv_python) is None
 
 
 def test_the_build_layout_follows_the_cache_variable(no_llama, monkeypatch):

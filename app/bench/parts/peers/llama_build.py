@@ -1,4 +1,5 @@
-"""Building llama.cpp's ``llama-bench`` and ``llama-quantize``, and its converter's venv.
+"""Building llama.cpp's ``llama-bench`` and ``llama-quantize``, its converter's venv and
+the ``llama-cpp-python`` binding.
 
 ``make peers`` (``python -m app.bench.parts.peers.llama_build``) prepares what the
 ``peers`` bench part compares Swapless with, once, under ``~/.cache/swapless/peers``:
@@ -10,7 +11,9 @@
    tool for this machine, never shipped), only those targets, ``nice`` and two jobs;
 3. a separate venv for llama.cpp's own converter (``convert_hf_to_gguf.py``), which
    needs torch, transformers and the sdist's ``gguf-py``: tools of the measurement,
-   never Swapless dependencies.
+   never Swapless dependencies;
+4. ``llama-cpp-python`` itself, built by pip from the same sdist into that venv, for
+   the multi-turn chat (`chat_turns`).
 
 Each step is skipped when its output exists, so running it again is cheap. The version
 is pinned (`DEFAULT_VERSION`) so a table can be reproduced; ``SWAPLESS_LLAMA_VERSION``
@@ -132,13 +135,18 @@ def layout(version: str | None = None) -> Layout:
     return Layout(cache_root(), chosen)
 
 
-def _run(command: list[str], log: Path, cwd: Path | None = None) -> None:
+def _run(
+    command: list[str],
+    log: Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     """Run a step at low priority, its output to ``log``; raise `BuildError` on failure."""
     log.parent.mkdir(parents=True, exist_ok=True)
     niced = ["nice", *command] if shutil.which("nice") else command
     with log.open("w", encoding="utf-8") as out:
         done = subprocess.run(
-            niced, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False
+            niced, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
         )
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
@@ -255,6 +263,36 @@ def converter_venv(where: Layout, say=print) -> Path:
     return python
 
 
+def python_binding(where: Layout, jobs: int = 2, say=print) -> Path:
+    """Install ``llama-cpp-python`` from the same sdist into the venv (once).
+
+    The chat comparison (`chat_turns`) holds a conversation through the binding, as a
+    llama-cpp-python user would. pip compiles its own copy of llama.cpp with the same
+    native flags as the tools (a measurement build for this machine, never shipped).
+    """
+    python = where.venv_python
+    if _imports(python, "llama_cpp"):
+        return python
+    say(f"Building llama-cpp-python {where.version} into the venv (takes a while) …")
+    flags = [
+        option
+        for option in CMAKE_OPTIONS
+        if not option.startswith(("-DCMAKE_BUILD_TYPE", "-DBUILD_SHARED_LIBS"))
+    ]
+    env = dict(
+        os.environ,
+        CMAKE_ARGS=" ".join([*flags, "-DLLAMA_BUILD_TOOLS=OFF"]),
+        CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
+    )
+    sdist = where.sdist_dir / f"llama_cpp_python-{where.version}.tar.gz"
+    _run(
+        [str(python), "-m", "pip", "install", "--quiet", str(sdist)],
+        where.root / "logs" / "binding-install.log",
+        env=env,
+    )
+    return python
+
+
 def _imports(python: Path, *modules: str) -> bool:
     done = subprocess.run(
         [str(python), "-c", "import " + ", ".join(modules)],
@@ -271,6 +309,7 @@ def prepare(version: str | None = None, jobs: int = 2, say=print) -> Layout:
     fetch_source(where, say)
     build_tools(where, jobs, say)
     converter_venv(where, say)
+    python_binding(where, jobs, say)
     return where
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from app.bench.context import BenchContext
 from app.bench.parts import limits as machine_limits
-from app.bench.parts.peers import llama_side
+from app.bench.parts.peers import chat_turns, llama_side
 from app.bench.parts.peers.swapless_worker import MARKER
 from app.bench.results import PartResult, Row, yes_no
 from app.bench.stats import pair_ratios, spread_text, summarize
@@ -100,9 +100,16 @@ def same_weights(source: Path, quantized: Path) -> bool:
 class _Worker(WorkerProcess):
     """Swapless's engine in its own process, at one thread count."""
 
-    def __init__(self, model: Path, threads: int, scratch: Path, log_path: Path):
+    def __init__(
+        self, model: Path, threads: int, scratch: Path, log_path: Path, chat_tokens: int
+    ):
         scratch.mkdir(parents=True, exist_ok=True)
-        config = {"model": str(model), "threads": threads, "scratch": str(scratch)}
+        config = {
+            "model": str(model),
+            "threads": threads,
+            "scratch": str(scratch),
+            "chat_max_tokens": chat_tokens,
+        }
         super().__init__(
             "app.bench.parts.peers.swapless_worker",
             config,
@@ -121,8 +128,12 @@ def _tests(s) -> list[tuple[str, int]]:
     ]
 
 
-def _measure(ctx, tools, gguf: Path, model: Path, work: Path) -> dict:
-    """Every test at every thread count, alternating sides; the raw figures."""
+def _measure(ctx, tools, gguf: Path, model: Path, work: Path, chat: bool) -> dict:
+    """Every test at every thread count, alternating sides; the raw figures.
+
+    With ``chat``, the workers then hold the chat with llama-cpp-python (`chat_turns`);
+    its figures are under ``found["chat"]``.
+    """
     s = ctx.settings
     tests = _tests(s)
     found: dict = {}
@@ -134,6 +145,7 @@ def _measure(ctx, tools, gguf: Path, model: Path, work: Path) -> dict:
                 threads,
                 work / f"scratch-{threads}",
                 work / f"worker-{threads}.log",
+                s.peers_chat_max_tokens,
             )
             found[str(threads)] = {
                 "worker": workers[threads].ready,
@@ -166,6 +178,8 @@ def _measure(ctx, tools, gguf: Path, model: Path, work: Path) -> dict:
                         f"{kind} {size}: llama.cpp {pair['llama_cpp'][-1]['tps']:.1f}, "
                         f"Swapless {pair['swapless'][-1]['tps']:.1f} tok/s"
                     )
+        if chat:
+            found["chat"] = chat_turns.measure(ctx, tools.python, gguf, workers, work)
     finally:
         for worker in workers.values():
             worker.close()
@@ -209,8 +223,19 @@ def run(ctx: BenchContext) -> PartResult:
     )
     work = (ctx.scratch or ctx.out_dir) / "peers"
     work.mkdir(parents=True, exist_ok=True)
-    found = _measure(ctx, tools, gguf, quantized, work)
-    return _result(s, tools, gguf, made, found, limits)
+    no_chat = chat_turns.binding_missing(tools.python)
+    found = _measure(ctx, tools, gguf, quantized, work, chat=no_chat is None)
+    result = _result(s, tools, gguf, made, found, limits)
+    if no_chat:
+        result.rows.append(
+            Row("Multi-turn chat with llama-cpp-python", f"skipped: {no_chat}")
+        )
+    else:
+        chat_rows, chat_ratios = chat_turns.rows(s, found["chat"])
+        result.rows.extend(chat_rows)
+        for key, values in chat_ratios.items():
+            result.ratios[RATIO_KEY][key].update(values)
+    return result
 
 
 def _result(s, tools, gguf, made, found, limits) -> PartResult:

@@ -19,6 +19,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 MARKER = "@@swapless-peers "
 
@@ -48,12 +49,49 @@ def _ids(count: int, vocab: int, seed: int) -> list[int]:
     return [rng.randrange(vocab) for _ in range(count)]
 
 
+class _Chat:
+    """A conversation with Swapless's defaults (the default preset: its KV bits, its
+    trims), greedy and ``chat_max_tokens`` a reply, started at the first ``chat``."""
+
+    def __init__(self, engine, folder: str, scratch: Path, config: dict):
+        self._engine, self._folder, self._scratch = engine, folder, scratch
+        self._max_tokens = int(config.get("chat_max_tokens", 64))
+        self._session: Any = None  # a ConversationSession, from the first turn
+
+    def turn(self, text: str) -> dict:
+        from app.core.chat.conversation_session import ConversationSession
+        from app.core.presets.presets import DEFAULT_PRESET, get_preset
+        from app.core.store import Store
+
+        if self._session is None:
+            store = Store.open(self._scratch / "chat.db")
+            preset = get_preset(DEFAULT_PRESET).with_changes(
+                max_tokens=self._max_tokens, temperature=0.0, top_p=1.0
+            )
+            self._session = ConversationSession.start(
+                self._engine, store, preset, model=self._folder, seed=0
+            )
+        started = time.perf_counter()
+        report = self._session.send(text).wait()
+        state = self._engine.cache_state(self._session.cache_key)
+        return {
+            "wall_s": time.perf_counter() - started,
+            "ttft_s": report.ttft_s,
+            "generated_tokens": report.generated_tokens,
+            "new_tokens": report.new_tokens,
+            "context_tokens": state.tokens,
+            "kv_bytes": state.kv_bytes,
+            "trimmed": report.trimmed,
+        }
+
+
 def main(argv: list[str]) -> int:
-    """Load the model, then answer ``prefill`` and ``decode`` commands until ``quit``.
+    """Load the model, then answer ``prefill``, ``decode`` and ``chat`` commands until
+    ``quit``.
 
     Args:
         argv: One JSON object: ``model`` (folder), ``threads``, ``scratch`` (folder for
-            the engine's prefix cache).
+            the engine's prefix cache and the chat's database), ``chat_max_tokens``.
     """
     from app.bench.context import greedy, kv_settings, make_engine
     from app.core.engine.cpu import backend, native_kernel
@@ -72,6 +110,7 @@ def main(argv: list[str]) -> int:
     engine.generate("warm", _ids(65, vocab, 0), kv, greedy(2)).wait()
     engine.drop_cache("warm")
     state = backend.kernel_state()
+    chat = _Chat(engine, info.folder, Path(config["scratch"]), config)
     _emit(
         {
             "ready": True,
@@ -117,6 +156,8 @@ def main(argv: list[str]) -> int:
                 "kv_bytes": final.kv_bytes,
                 "wall_s": time.perf_counter() - started,
             }
+        elif op == "chat":
+            answer = chat.turn(command["text"])
         elif op == "drop":
             engine.drop_cache(command["key"])
             answer = {}

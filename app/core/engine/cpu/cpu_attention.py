@@ -206,7 +206,8 @@ def _attention_block(
     folded = _fold_heads(queries * scale, kv_heads)
     scores = folded @ keys.swapaxes(-1, -2)
     scores = _masked_scores(scores, mask, heads, length, key_count)
-    weights, sums = softmax_weights(scores)
+    # One native pass where the kernel is used (MLX's exponential is scalar on x86).
+    weights, sums = kv_kernel.softmax(scores) or softmax_weights(scores)
     # Normalizing the (rows, D) output costs less than normalizing (rows, T) weights.
     return _unfold_heads((weights @ values) / sums, heads)
 
