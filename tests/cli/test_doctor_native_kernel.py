@@ -55,9 +55,8 @@ def test_the_decode_block_and_its_switch_are_said(tmp_path, monkeypatch, capsys)
     folder = tmp_path / native_build.build_key()
     folder.mkdir()
     (folder / f"{native_build.MODULE_NAME}.cpython-311-x86_64-linux-gnu.so").touch()
-    assert "Llama/Qwen2-family block runs as two native" in (
-        _runtime(capsys)["native_kernel"]
-    )
+    line = _runtime(capsys)["native_kernel"]
+    assert "Llama/Qwen2-family block runs as two native" in line
     monkeypatch.setenv(native_build.DECODE_BLOCK_ENV, "0")
     line = _runtime(capsys)["native_kernel"]
     assert line.endswith("the decode block is switched off (SWAPLESS_DECODE_BLOCK=0)")
