@@ -6,15 +6,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.swapless-installed
 # MLX's CPU wheel ships a slow reference BLAS; Debian's BLIS (else OpenBLAS) makes fp32
 # matmuls ~50x faster, and BLIS also streams one-row (decode) matmuls at memory speed
-# (app/cli/blas.py). The app re-executes itself with it when present; tests and
+# (app/cli/blas/preload.py). The app re-executes itself with it when present; tests and
 # benchmarks set it here so subprocesses inherit it too.
 BLIS := /usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3
 OPENBLAS := /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
 ifneq ($(wildcard $(BLIS)),)
   export LD_PRELOAD := $(BLIS)
   # Where BLIS's detection falls back to its generic kernels (a CPU newer than the
-  # library: 5x slower GEMMs), the fastest sub-configuration measured (app/cli/blis_arch.py).
-  BLIS_ARCH := $(shell $(PYTHON) app/cli/blis_arch.py $(BLIS) 2>/dev/null)
+  # library: 5x slower GEMMs), the fastest sub-configuration measured (app/cli/blas/blis_arch.py).
+  BLIS_ARCH := $(shell $(PYTHON) app/cli/blas/blis_arch.py $(BLIS) 2>/dev/null)
   ifneq ($(BLIS_ARCH),)
     export BLIS_ARCH_TYPE := $(BLIS_ARCH)
   endif

@@ -7,7 +7,7 @@ inherits it: ``g++`` run by MLX to compile CPU kernels, ``xdg-open`` run by Qt t
 a link. They would then load the bundle's libstdc++/glib/... instead of their own and
 may fail on a newer distribution. So the variable is put back as the user had it.
 
-The app re-executes itself once to preload OpenBLAS (``app/cli/blas.py``); with the
+The app re-executes itself once to preload OpenBLAS (``app/cli/blas/preload.py``); with the
 bundle's variables gone from the environment that child must set up as a new
 instance, which ``PYINSTALLER_RESET_ENVIRONMENT`` tells the bootloader.
 """

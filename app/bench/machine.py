@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from app.cli import blis_arch
+from app.cli.blas import blis_arch
 
 
 def cpu_model() -> str:

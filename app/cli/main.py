@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from app import __version__
-from app.cli import arg_types, blas
+from app.cli import arg_types
+from app.cli.blas import preload as blas
 from app.core.errors import KnownError
 
 EXIT_OK = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from app.cli import blas
+from app.cli.blas import preload as blas
 
 
 def test_blis_comes_before_openblas(tmp_path, monkeypatch):

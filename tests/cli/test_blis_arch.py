@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import blas, blis_arch
+from app.cli.blas import blis_arch
+from app.cli.blas import preload as blas
 
 ROOT = Path(__file__).resolve().parents[2]
 BLIS = next((p for p in blas.BLIS_CANDIDATES if Path(p).is_file()), None)
@@ -81,7 +82,11 @@ def test_a_library_that_is_not_blas_is_never_chosen(tmp_path):
 
 def test_the_makefile_entry_prints_nothing_without_blis(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(ROOT / "app/cli/blis_arch.py"), str(tmp_path / "none")],
+        [
+            sys.executable,
+            str(ROOT / "app/cli/blas/blis_arch.py"),
+            str(tmp_path / "none"),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -91,9 +96,9 @@ def test_the_makefile_entry_prints_nothing_without_blis(tmp_path):
 
 @needs_blis
 def test_the_makefile_entry_runs_with_the_standard_library_alone(tmp_path):
-    # `python3 app/cli/blis_arch.py` runs before any venv exists: no app imports.
+    # `python3 app/cli/blas/blis_arch.py` runs before any venv exists: no app imports.
     done = subprocess.run(
-        [sys.executable, "-I", str(ROOT / "app/cli/blis_arch.py"), str(BLIS)],
+        [sys.executable, "-I", str(ROOT / "app/cli/blas/blis_arch.py"), str(BLIS)],
         capture_output=True,
         text=True,
         check=False,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from app.cli import blas
+from app.cli.blas import preload as blas
 from app.cli.main import main
 from app.core.engine.cpu import native_build
 

@@ -14,11 +14,13 @@ and matmul on random caches of every kind it covers (`state`).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import cast
 
 import mlx.core as mx
 
 from app.core.engine.cpu import decode_block, native_build
 from app.core.engine.cpu.native_kernel import KernelState, load_module
+from app.core.engine.cpu.softmax_weights import softmax_weights
 
 GROUPS = (32, 64, 128)
 """Quantization groups the kernel reads."""
@@ -167,7 +169,7 @@ def values(weights: mx.array, stored, bits: int, group: int) -> mx.array | None:
 
 
 def softmax(scores: mx.array) -> tuple[mx.array, mx.array] | None:
-    """`cpu_attention.softmax_weights` of decode scores in one native pass, or None.
+    """`softmax_weights` of attention scores in one native pass, or None.
 
     MLX's x86 CPU build runs the row maximum, the compiled exponential and the sum as
     scalar loops (~7 ns a score: 10-15 ms of a qwen05 decode step at 4K keys); the
@@ -177,14 +179,32 @@ def softmax(scores: mx.array) -> tuple[mx.array, mx.array] | None:
         scores: ``(..., T)`` float32 scores; masked entries hold a very negative number.
 
     Returns:
-        ``(weights, sums)`` as `cpu_attention.softmax_weights` returns them, or None
-        when the kernel is not used, predates this entry point, or the decode block
-        is switched off (`decode_block.DISABLE_ENV`).
+        ``(weights, sums)`` as `softmax_weights` returns them, or None when the kernel
+        is not used, predates this entry point, or the decode block is switched off
+        (`decode_block.DISABLE_ENV`).
     """
     if scores.dtype != mx.float32 or not used() or decode_block.disabled():
         return None
-    function = getattr(load_module(), "softmax_weights", None)
-    if function is None:
+    if getattr(load_module(), "softmax_weights", None) is None:
         return None
-    weights, sums = function(scores)
+    weights, sums = cast(tuple[mx.array, mx.array], _differentiable_softmax(scores))
     return weights, sums
+
+
+@mx.custom_function
+def _differentiable_softmax(scores: mx.array) -> tuple[mx.array, mx.array]:
+    # The native primitive has no gradient of its own; training through attention in
+    # a process whose engine uses the kernel (the model kit's) takes the one below.
+    module = load_module()
+    assert module is not None  # `softmax` checked it
+    weights, sums = module.softmax_weights(scores)
+    return weights, sums
+
+
+@_differentiable_softmax.vjp
+def _softmax_gradient(primals, cotangents, outputs):
+    """The gradient of `softmax_weights`, the same function in MLX ops."""
+    # One input: MLX hands the array itself, not a one-element tuple.
+    scores = primals[0] if isinstance(primals, tuple | list) else primals
+    _, gradients = mx.vjp(softmax_weights, [scores], list(cotangents))
+    return gradients[0]

@@ -27,7 +27,7 @@ KERNEL_ROWS = 512
 longer ones widen the layer for BLAS. Measured on qwen05's shapes (docs/native-kernel.md,
 "Long inputs"): the kernel's passes took 0.24-0.46 of the time of the kernel's own
 widening plus BLIS's generic float32 matmul at 1 to 256 rows (35 GFLOP/s on this AMD
-EPYC, the kernel 90-140). With BLIS's AVX-512 kernels (188 GFLOP/s, `cli.blis_arch`)
+EPYC, the kernel 90-140). With BLIS's AVX-512 kernels (188 GFLOP/s, `cli.blas.blis_arch`)
 widening wins from 64-128 rows, 1.2-1.8x at 512; but the engine's chunks aim at 0.3 s
 (`generation.PREFILL_CHUNK_SECONDS`), ~30 rows at 100 tok/s, where the kernel is 2-5x
 faster. So every chunk the engine prefills takes the kernel; longer inputs (mlx-lm's own

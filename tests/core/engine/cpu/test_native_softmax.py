@@ -76,3 +76,47 @@ def test_the_decode_block_switch_keeps_mlx_softmax(kernel, monkeypatch):
 def test_bad_scores_are_refused_in_words(kernel):
     with pytest.raises(ValueError, match="float32"):
         kernel.softmax_weights(mx.zeros((2, 3), dtype=mx.float16))
+
+
+def test_prefill_attention_takes_it_and_equals_the_mlx_ops(kernel, monkeypatch):
+    rng = np.random.default_rng(5)
+    q, k, v = (
+        mx.array(rng.standard_normal(shape).astype(np.float32))
+        for shape in ((1, 4, 40, 16), (1, 2, 90, 16), (1, 2, 90, 16))
+    )
+    calls = []
+    native = kv_kernel.softmax
+    monkeypatch.setattr(
+        kv_kernel,
+        "softmax",
+        lambda scores: calls.append(scores.shape) or native(scores),
+    )
+    got = cpu_attention.attention(q, k, v, 0.25, "causal")
+    assert calls and calls[0][-1] == 90  # a causal 40-query chunk over 90 keys
+    kv_kernel.switch(False)
+    try:
+        expected = cpu_attention.attention(q, k, v, 0.25, "causal")
+    finally:
+        kv_kernel.switch(True)
+    assert float(mx.abs(got - expected).max()) <= 1e-5
+
+
+def test_training_through_it_takes_the_gradient_of_the_mlx_ops(kernel):
+    # The model kit trains with the engine's attention installed: the native pass has
+    # no gradient of its own, so it carries the MLX ops' gradient.
+    scores = _scores(np.random.default_rng(6), 32)
+    values = mx.array(
+        np.random.default_rng(7).standard_normal((1, 2, 32, 4)), mx.float32
+    )
+
+    def loss(softmax):
+        def of(s):
+            weights, sums = softmax(s)
+            return ((weights @ values) / sums).sum() + weights.sum()
+
+        return of
+
+    got = mx.grad(loss(kv_kernel.softmax))(scores)
+    expected = mx.grad(loss(cpu_attention.softmax_weights))(scores)
+    assert float(mx.abs(got - expected).max()) <= 1e-5
+    assert float(mx.abs(expected).max()) > 0.01  # a gradient worth comparing

@@ -29,7 +29,7 @@ import platform
 import sys
 from pathlib import Path
 
-from app.cli import blis_arch
+from app.cli.blas import blis_arch
 
 BLIS_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3",

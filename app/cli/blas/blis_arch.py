@@ -16,7 +16,7 @@ CPU (``~/.cache/swapless/blis-arch.json``), so the ~2 s of probes happen once. A
 ``BLIS_ARCH_TYPE`` the user set is never replaced.
 
 Standard library only: the Makefile runs this file with the system Python
-(``python3 app/cli/blis_arch.py LIBRARY`` prints the number, or nothing) so that the
+(``python3 app/cli/blas/blis_arch.py LIBRARY`` prints the number, or nothing) so that the
 tests get the same kernels as the app before any venv exists.
 """
 
