@@ -9,9 +9,10 @@ answer per stdout line starting with `MARKER`.
 The chat is what a llama-cpp-python user writes: one ``Llama`` (its defaults: f16 KV,
 its prefix reuse between calls), ``create_chat_completion`` with the whole history each
 turn, streamed so the first token's time is seen, the model's own chat template from
-the GGUF. Replies are greedy; the end-of-sequence token and the chat format's end
-markers are banned so every reply is ``max_tokens`` long, as Swapless's side is asked
-to be (``generated_tokens`` re-tokenizes the reply to check).
+the GGUF. Replies are greedy; tokens that write no text (the end-of-sequence token, the
+chat format's markers, unused vocabulary rows) are banned, so every reply is
+``max_tokens`` tokens of text, as Swapless's side writes (``generated_tokens``
+re-tokenizes the reply to check).
 """
 
 from __future__ import annotations
@@ -61,13 +62,23 @@ def main(argv: list[str]) -> int:
         seed=0,
         verbose=False,
     )
-    banned = {llm.token_eos(): -float("inf")}
-    # The chat format's own end markers stop a reply too (ChatML's <|im_end|>): every
-    # one that is a single token of this vocabulary is banned as well.
-    for marker in ("<|im_end|>", "<|endoftext|>", "<|im_start|>", "<|eot_id|>"):
-        ids = llm.tokenize(marker.encode(), add_bos=False, special=True)
-        if len(ids) == 1:
-            banned[ids[0]] = -float("inf")
+    # Tokens that write no text are banned: the end-of-sequence token, the chat
+    # format's markers, and the vocabulary's unused rows (a random-weight model's
+    # embedding is padded to the checkpoint's 151,936 rows; its GGUF marks the
+    # 135K beyond the trained BPE as unused, and greedy picks them as readily as any:
+    # replies of 64 tokens came out as empty text). One numpy mask, applied per step.
+    import numpy as np
+
+    silent = np.array(
+        [not llm.detokenize([i]) for i in range(llm.n_vocab())], dtype=bool
+    )
+    silent[llm.token_eos()] = True
+
+    def speak(_input_ids, scores):
+        scores[silent] = -np.inf
+        return scores
+
+    processors = llama_cpp.LogitsProcessorList([speak])
     messages = [{"role": "system", "content": config["system"]}]
     _emit(
         {
@@ -92,7 +103,7 @@ def main(argv: list[str]) -> int:
             max_tokens=int(config["max_tokens"]),
             temperature=0.0,
             top_k=1,
-            logit_bias=banned,
+            logits_processor=processors,
             stream=True,
         ):
             delta = chunk["choices"][0]["delta"]
