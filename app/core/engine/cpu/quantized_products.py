@@ -58,7 +58,7 @@ class KVPart:
     def dense_keys(self, dtype) -> mx.array:
         """The keys in the model's own basis, at ``dtype``."""
         if self.key_bits != DENSE:
-            keys = dequantized(self.keys, self.group_size, self.key_bits)
+            keys = widened(self.keys, self.group_size, self.key_bits)
         else:
             keys = dense(self.keys)
         # Widened first: a 16-bit product would be MLX's slow non-BLAS matmul on CPU.
@@ -70,9 +70,7 @@ class KVPart:
     def dense_values(self, dtype) -> mx.array:
         """The values at ``dtype``."""
         if self.value_bits != DENSE:
-            return dequantized(self.values, self.group_size, self.value_bits).astype(
-                dtype
-            )
+            return widened(self.values, self.group_size, self.value_bits).astype(dtype)
         return dense(self.values).astype(dtype)
 
 
@@ -128,6 +126,14 @@ def dequantized(x: mx.array | tuple | list, group_size: int, bits: int) -> mx.ar
     """``mx.dequantize`` of a quantized (weights, scales, biases) triple."""
     weights, scales, biases = triple(x)
     return mx.dequantize(weights, scales, biases, group_size=group_size, bits=bits)
+
+
+def widened(x: mx.array | tuple | list, group_size: int, bits: int) -> mx.array:
+    """A quantized cache part for a prefill's attention: widened to float32 by the
+    native kernel where it is used (~50x faster than MLX's CPU code), else
+    `dequantized`."""
+    wide = kv_kernel.dequantize(triple(x), bits, group_size)
+    return dequantized(x, group_size, bits) if wide is None else wide
 
 
 @lru_cache(maxsize=8)

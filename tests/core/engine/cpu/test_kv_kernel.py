@@ -118,6 +118,43 @@ def test_decode_attention_is_the_same_with_and_without_the_kernel(kernel, bits):
     assert float(mx.abs(outputs[True] - outputs[False]).max()) < 1e-5
 
 
+@pytest.mark.parametrize(("bits", "group"), [(8, 64), (4, 32), (8, 32), (4, 64)])
+def test_a_prefill_widens_the_cache_with_the_kernel(kernel, bits, group):
+    rng = np.random.default_rng(100 + bits + group)
+    keys = _stored(rng, bits, group, mx.float16, 64, 301)  # a view, as a live cache
+    wide = kv_kernel.dequantize(keys, bits, group)
+    assert wide is not None and wide.dtype == mx.float32
+    assert wide.shape == (1, 3, 301, 64)
+    # Float32 scales, as the decode products read them: equal to MLX's then.
+    assert float(mx.abs(wide - _dense(keys, bits, group)).max()) == 0.0
+    kv_kernel.switch(False)
+    try:
+        assert kv_kernel.dequantize(keys, bits, group) is None
+    finally:
+        kv_kernel.switch(True)
+    assert kv_kernel.dequantize(keys, 3, group) is None  # not a kernel format
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_prefill_attention_over_a_quantized_cache_is_the_same_with_the_kernel(
+    kernel, bits
+):
+    rng = np.random.default_rng(200 + bits)
+    queries = mx.array(rng.standard_normal((1, 21, 40, 64)).astype(np.float32))
+    keys = _stored(rng, bits, 64, mx.float16, 64, 300)
+    values = _stored(rng, bits, 64, mx.float16, 64, 300)
+    part = KVPart(keys, values, key_bits=bits, value_bits=bits, group_size=64)
+    outputs = {}
+    for on in (True, False):
+        kv_kernel.switch(on)
+        outputs[on] = cpu_attention.tiered_attention(
+            queries, TieredKV([part]), 0.125, "causal"
+        )
+    kv_kernel.switch(True)
+    # MLX widens at the scales' float16, the kernel at float32: one float16 rounding.
+    assert float(mx.abs(outputs[True] - outputs[False]).max()) < 5e-3
+
+
 def test_bad_arguments_raise_value_error(kernel):
     with pytest.raises(ValueError, match="bits must be 16, 8 or 4"):
         kernel.kv_scores(
