@@ -254,3 +254,107 @@ def test_a_tool_stage_continues_a_folder_and_records_itself(tmp_path):
     ).read_bytes()
     assert len(log.steps) == 1
     mx.clear_cache()
+
+
+def _layer1_attention(model, ids: list[int], head: int) -> np.ndarray:
+    """Layer 1's attention weights of ``head`` over ``ids`` (query x key)."""
+    import math
+
+    from mlx_lm.models.base import create_attention_mask
+
+    inner = model.model
+    h = inner.embed_tokens(mx.array(ids)[None])
+    h = inner.layers[0](h, create_attention_mask(h, None), cache=None)
+    x = inner.layers[1].input_layernorm(h)
+    attention = inner.layers[1].self_attn
+    q = attention.rope(attention.q_proj(x).reshape(1, -1, 4, 128).transpose(0, 2, 1, 3))
+    k = attention.rope(attention.k_proj(x).reshape(1, -1, 2, 128).transpose(0, 2, 1, 3))
+    scores = (q[:, head] @ k[:, head // 2].transpose(0, 2, 1)) / math.sqrt(128)
+    n = len(ids)
+    scores = scores + mx.triu(mx.full((n, n), -1e9), 1)
+    return np.array(mx.softmax(scores, axis=-1))[0]
+
+
+def test_exact_tool_heads_find_the_quoted_value_and_leave_the_copy_heads_alone():
+    import random
+
+    from mlx_lm.utils import load_model
+    from tokenizers import Tokenizer
+
+    from app.core.modelkit.reference import (
+        chat_format,
+        circuit,
+        format_tasks,
+        tool_heads,
+        tool_probes,
+    )
+    from app.core.modelkit.reference.install import committed_folder
+
+    folder = committed_folder()
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    model, _ = load_model(folder)
+    model.set_dtype(mx.float32)
+    before = weights(model)
+    docs = [d for d in corpus.documents() if not d.held_out][:40]
+    words = format_tasks.argument_words([d.text for d in docs])
+    sequences = corpus.format_training_sequences(
+        corpus.TokenStream(tokenizer, docs), 384, 5, 300, words, corpus.TOOL_STAGE_MIX
+    )
+    tool_heads.write_exact_tool_heads(model, tokenizer.token_to_id, sequences)
+    after = weights(model)
+    hd = 128
+    q = "model.layers.1.self_attn.q_proj.weight"
+    k = "model.layers.1.self_attn.k_proj.weight"
+    for head in (0, 2):  # the copy heads: same query, and none in the new key rows
+        rows = slice(head * hd, (head + 1) * hd)
+        assert np.array_equal(before[q][rows], after[q][rows])
+        kv = head // 2
+        dims = (*tool_heads.FEATURE_DIMS, tool_heads.SINK_DIM)
+        assert not np.any(after[q][[head * hd + d for d in dims]])
+        assert np.any(after[k][[kv * hd + d for d in dims]])
+        read = kv * hd + np.flatnonzero(np.abs(before[q][rows]).sum(1))
+        assert np.array_equal(before[k][read], after[k][read])
+    # On held-out values the value head, at the quote that opens the call's value,
+    # looks at the value's first token in the question.
+    rng = random.Random(11)
+    held_out = tool_probes.held_out_words()
+    landed = 0
+    for tool in format_tasks.TOOLS:
+        task = format_tasks.single_tool_task(rng, held_out, tool, quoted=True)
+        prompt = chat_format.render(
+            [task.messages[0]],
+            tools=list(task.tools),
+            add_generation_prompt=True,
+            enable_thinking=False,
+        )
+        encoding = tokenizer.encode(prompt + format_tasks.call_text(task))
+        opening = max(
+            i for i, t in enumerate(encoding.tokens[:-4]) if t == 'Ġ"'
+        )  # the value's quote: the last one before `"}}` and the end of the call
+        attention = _layer1_attention(model, encoding.ids, circuit.VALUE_HEAD)
+        target = int(np.argmax(attention[opening]))
+        landed += encoding.tokens[target] == encoding.tokens[opening + 1] and (
+            target < opening
+        )
+    # Measured: 6 of 8. The committed (trained) heads looked at the closing quote
+    # instead in every probe of the diagnosis (docs/reference-model.md).
+    assert landed >= 5, landed
+    mx.clear_cache()
+
+
+def test_a_single_tool_probe_offers_its_tool_alone_and_quotes_as_asked():
+    import random
+
+    from app.core.modelkit.reference import format_tasks
+
+    rng = random.Random(0)
+    tool = format_tasks.TOOLS[0]
+    quoted = format_tasks.single_tool_task(rng, ["Lisbon"], tool, quoted=True)
+    plain = format_tasks.single_tool_task(rng, ["Lisbon"], tool, quoted=False)
+    assert [t["function"]["name"] for t in quoted.tools] == [tool.name]
+    assert '"Lisbon"' in quoted.messages[0]["content"]
+    assert '"' not in plain.messages[0]["content"]
+    assert "Lisbon" in plain.messages[0]["content"]
+    call = quoted.messages[1]["tool_calls"][0]["function"]
+    assert call == {"name": tool.name, "arguments": {tool.argument: "Lisbon"}}
+    assert quoted.result in quoted.messages[-1]["content"]

@@ -306,6 +306,42 @@ def tool_task(
     )
 
 
+def single_tool_task(
+    rng: random.Random, words: list[str], tool: Tool, quoted: bool
+) -> ToolTask:
+    """A conversation with ``tool`` offered alone (the single-tool probes).
+
+    Args:
+        rng: Fixes the question shape and the value.
+        words: Values are drawn from these.
+        tool: A catalogue tool (`TOOLS`).
+        quoted: Write the value in quotes in the question.
+    """
+    shapes = tuple(_quoted(q) for q in tool.questions) if quoted else tool.questions
+    value = _value(rng, words)
+    question = rng.choice(shapes).format(value)
+    result = tool.result.format(value)
+    call = {
+        "type": "function",
+        "function": {"name": tool.name, "arguments": tool.arguments(value)},
+    }
+    messages = (
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": (
+                f"The user asks: {question} The {tool.name} tool can answer this. "
+                f'I call it with {tool.argument} "{value}".'
+            ),
+            "tool_calls": [call],
+        },
+        {"role": "tool", "content": result},
+        {"role": "assistant", "content": result},
+    )
+    return ToolTask((tool.spec(),), messages, tool, value, result)
+
+
 def copy_targets(task: ToolTask) -> tuple[str, ...]:
     """What a reply must copy: the tool's name, the argument's value, the result."""
     value = (f'"{task.value}"',) if task.tool.argument else ()

@@ -23,7 +23,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.utils import _get_classes
 
-from app.core.modelkit.reference import circuit, corpus
+from app.core.modelkit.reference import circuit, corpus, tool_heads
 from app.core.modelkit.reference.geometry import reference_config
 
 
@@ -266,6 +266,10 @@ class FormatRecipe:
         tool_heads: Train layer 1's tool heads (`circuit.write_tool_heads`): their
             queries and outputs learn, the rest of layers 0–1 stays frozen, and the
             gradient reaches layer 1 (a step costs more).
+        exact_tool_heads: Write layer 1's tool heads on keys of their own
+            (`tool_heads.write_exact_tool_heads`); only their outputs train (the
+            gradient reaches layer 1), the rest of layers 0–1 stays frozen, and so
+            do the embedding rows their detectors read.
     """
 
     seed: int = 0
@@ -279,6 +283,7 @@ class FormatRecipe:
     mix: tuple[tuple[str, float], ...] = corpus.FORMAT_MIX
     tool_emphasis: float = 1.0
     tool_heads: bool = False
+    exact_tool_heads: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -319,6 +324,20 @@ TOOL_HEADS_RECIPE = FormatRecipe(
     mix=corpus.TOOL_STAGE_MIX,
     tool_emphasis=5.0,
     tool_heads=True,
+)
+
+
+# The exact tool heads (docs/reference-model.md, "Exact tool heads"): written by hand
+# on the tool stage's weights, then layers 2-3 re-adapt around them.
+TOOL_EXACT_HEADS_RECIPE = FormatRecipe(
+    seed=4,
+    steps=80,
+    learning_rate=5e-4,
+    warmup_steps=5,
+    final_learning_rate=3e-5,
+    mix=corpus.TOOL_STAGE_MIX,
+    tool_emphasis=5.0,
+    exact_tool_heads=True,
 )
 
 
@@ -406,6 +425,27 @@ def train_format(
         attention.q_proj.unfreeze()
         attention.o_proj.unfreeze()
         masks.update(circuit.tool_head_masks(model))
+        frozen = 1
+    elif recipe.exact_tool_heads:
+        if fresh_tool_heads:
+            fitting = corpus.format_training_sequences(
+                stream,
+                recipe.length,
+                recipe.seed * 1000 + 91,
+                recipe.max_distance,
+                words,
+                recipe.mix,
+            )
+            tool_heads.write_exact_tool_heads(
+                model, stream.tokenizer.token_to_id, fitting
+            )
+        masks.update(tool_heads.embedding_mask(model, stream.tokenizer.token_to_id))
+        # Their outputs learn how loud to be next to layers 2-3's guesses; the
+        # queries and keys stay as written.
+        model.model.layers[1].self_attn.o_proj.unfreeze()
+        masks["model.layers.1.self_attn.o_proj.weight"] = circuit.tool_head_masks(
+            model
+        )["model.layers.1.self_attn.o_proj.weight"]
         frozen = 1
     warmup = optim.linear_schedule(0.0, recipe.learning_rate, recipe.warmup_steps)
     cosine = optim.cosine_decay(
