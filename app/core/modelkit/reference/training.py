@@ -10,6 +10,7 @@ seed gives the same model however busy the machine is.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -329,15 +330,8 @@ TOOL_HEADS_RECIPE = FormatRecipe(
 
 # The exact tool heads (docs/reference-model.md, "Exact tool heads"): written by hand
 # on the tool stage's weights, then layers 2-3 re-adapt around them.
-TOOL_EXACT_HEADS_RECIPE = FormatRecipe(
-    seed=4,
-    steps=80,
-    learning_rate=5e-4,
-    warmup_steps=5,
-    final_learning_rate=3e-5,
-    mix=corpus.TOOL_STAGE_MIX,
-    tool_emphasis=5.0,
-    exact_tool_heads=True,
+TOOL_EXACT_HEADS_RECIPE = dataclasses.replace(
+    TOOL_HEADS_RECIPE, seed=4, steps=80, tool_heads=False, exact_tool_heads=True
 )
 
 
