@@ -108,3 +108,17 @@ def test_the_makefile_entry_runs_with_the_standard_library_alone(tmp_path):
     choice = blis_arch.choose(str(BLIS))
     expected = "" if choice.arch_id is None else f"{choice.arch_id}\n"
     assert done.stdout == expected
+
+
+def test_a_frozen_app_never_starts_itself_to_probe(monkeypatch, tmp_path):
+    # sys.executable is the app there: a probe would start the app, which would probe.
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child process was started")
+
+    monkeypatch.setattr(blis_arch.subprocess, "run", no_child)
+    fake = tmp_path / "libblas.so.3"
+    fake.write_bytes(b"x")
+    assert blis_arch.measure(str(fake)).arch_id is None
+    assert blis_arch.arch_environment(str(fake), {}) == {}

@@ -118,7 +118,13 @@ def _probe(library: str, arch_id: int | None) -> tuple[str, float]:
 
 
 def measure(library: str) -> Choice:
-    """Ask BLIS what it detects; when 'generic', time every number and keep the best."""
+    """Ask BLIS what it detects; when 'generic', time every number and keep the best.
+
+    Not in a frozen app: its executable is the app, not a Python that could run the
+    probe (and the app started that way would probe again).
+    """
+    if getattr(sys, "frozen", False):
+        return Choice(detected="not measured (frozen app)")
     detected, detected_rate = _probe(library, None)
     if detected != "generic":
         return Choice(detected=detected or "unknown", detected_gflops=detected_rate)
