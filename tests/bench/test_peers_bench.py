@@ -93,7 +93,7 @@ def test_a_python_without_llama_cpp_python_is_the_chat_rows_reason(no_llama):
     assert sys.executable in reason and "make peers" in reason
     binding = llama_build.layout(llama_build.DEFAULT_VERSION)
     real = llama_build.Layout(Path.home() / ".cache/swapless/peers", binding.version)
-    if real.venv_python.is_file() and llama_build._imports(
+    if real.venv_python.is_file() and llama_build.python_imports(
         real.venv_python, "llama_cpp"
     ):
         assert chat_turns.binding_missing(real.venv_python) is None

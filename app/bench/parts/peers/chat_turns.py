@@ -27,7 +27,7 @@ import statistics
 from pathlib import Path
 
 from app.bench.context import BenchContext
-from app.bench.parts.peers import llama_chat_worker
+from app.bench.parts.peers import llama_build, llama_chat_worker
 from app.bench.results import Row, yes_no
 from app.bench.worker_process import WorkerProcess
 
@@ -38,15 +38,7 @@ SIDES = ("llama_cpp_python", "swapless")
 
 def binding_missing(python: Path) -> str | None:
     """Why llama-cpp-python cannot run under ``python``, or None when it can."""
-    import subprocess
-
-    done = subprocess.run(
-        [str(python), "-c", "import llama_cpp"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode == 0:
+    if llama_build.python_imports(python, "llama_cpp"):
         return None
     return (
         f"llama-cpp-python is not installed for {python}: run `make peers` (it builds "

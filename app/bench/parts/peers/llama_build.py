@@ -235,7 +235,7 @@ def build_tools(where: Layout, jobs: int = 2, say=print) -> tuple[Path, Path]:
 def converter_venv(where: Layout, say=print) -> Path:
     """Create the converter's venv (once); return its Python."""
     python = where.venv_python
-    if python.is_file() and _imports(python, "torch", "gguf", "transformers"):
+    if python.is_file() and python_imports(python, "torch", "gguf", "transformers"):
         return python
     say(f"Creating the converter's venv in {python.parent.parent} (torch, gguf) …")
     logs = where.root / "logs"
@@ -271,7 +271,7 @@ def python_binding(where: Layout, jobs: int = 2, say=print) -> Path:
     native flags as the tools (a measurement build for this machine, never shipped).
     """
     python = where.venv_python
-    if _imports(python, "llama_cpp"):
+    if python_imports(python, "llama_cpp"):
         return python
     say(f"Building llama-cpp-python {where.version} into the venv (takes a while) …")
     flags = [
@@ -293,7 +293,8 @@ def python_binding(where: Layout, jobs: int = 2, say=print) -> Path:
     return python
 
 
-def _imports(python: Path, *modules: str) -> bool:
+def python_imports(python: Path, *modules: str) -> bool:
+    """Whether ``python`` can import every one of ``modules`` (in a child process)."""
     done = subprocess.run(
         [str(python), "-c", "import " + ", ".join(modules)],
         capture_output=True,
