@@ -32,6 +32,7 @@ from app.core.tools.call_stream import CONSTRAINED_FORMATS, CallStream
 from app.core.tools.grammar import (
     HarmonyMarkers,
     harmony_call_grammar,
+    harmony_forced_grammar,
     json_object_grammar,
     json_schema_grammar,
 )
@@ -113,6 +114,13 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     """
     if turn.parses_calls and turn.choice.forces_call:
         fmt = call_format_or_generic(tokenizer)
+        if fmt.name == "harmony":
+            allowed = [
+                t
+                for t in turn.tools
+                if turn.choice.mode != "named" or t.name == turn.choice.name
+            ]
+            return harmony_forced_grammar(allowed, _harmony_markers(tokenizer))
         grammar = forced_call_grammar(
             fmt.name,
             turn.tools,
@@ -140,9 +148,11 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
 
 def lazy_grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     """The grammar of a call after its start marker under ``auto``, or None when the
-    model's call format has none here (formats other than `CONSTRAINED_FORMATS` and
-    harmony stay free; the call splitter still reads them)."""
+    model's call format has none here (formats other than `CONSTRAINED_FORMATS` stay
+    free; the call splitter still reads them)."""
     fmt = call_format_or_generic(tokenizer)
+    if fmt.name == "harmony":
+        return harmony_call_grammar(turn.tools, _harmony_markers(tokenizer))
     if fmt.constrained:
         return lazy_markup_grammar(
             fmt.name,
@@ -150,16 +160,17 @@ def lazy_grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
             end=marker(tokenizer, fmt.end),
             mark=lambda text: marker(tokenizer, text),
         )
-    if fmt.name == "harmony":
-        constrain = marker(tokenizer, "<|constrain|>")
-        markers = HarmonyMarkers(
-            channel=marker(tokenizer, "<|channel|>"),
-            message=marker(tokenizer, "<|message|>"),
-            call=marker(tokenizer, fmt.end),
-            constrain=constrain if constrain.token_id is not None else None,
-        )
-        return harmony_call_grammar(turn.tools, markers)
     return None
+
+
+def _harmony_markers(tokenizer: Any) -> HarmonyMarkers:
+    constrain = marker(tokenizer, "<|constrain|>")
+    return HarmonyMarkers(
+        channel=marker(tokenizer, "<|channel|>"),
+        message=marker(tokenizer, "<|message|>"),
+        call=marker(tokenizer, "<|call|>"),
+        constrain=constrain if constrain.token_id is not None else None,
+    )
 
 
 def call_processor(

@@ -33,9 +33,19 @@ from app.core.turn.parts import (
 # mlx-lm's ``parse_tool_call(text, tools)``: a dict (or list of dicts) with ``name``
 # and ``arguments``; raises ValueError (json.JSONDecodeError included) on bad text.
 Parser = Callable[[str, Any], Any]
-# The formats whose calls a grammar constrains (JSON between markers, and the XML and
-# pythonic markup of `markup_grammars`); any other format's calls are parsed only.
-CONSTRAINED_FORMATS = ("json_tools", "qwen3_coder", "glm47", "mistral", "pythonic")
+# The formats whose calls a grammar constrains (JSON between markers, the markup of
+# `markup_grammars`, Gemma 4's notation and harmony's commentary-channel calls); any
+# other format's calls are parsed only.
+CONSTRAINED_FORMATS = (
+    "json_tools",
+    "qwen3_coder",
+    "glm47",
+    "mistral",
+    "pythonic",
+    "kimi_k2",
+    "gemma4",
+    "harmony",
+)
 
 
 @dataclass(frozen=True)

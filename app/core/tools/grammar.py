@@ -153,17 +153,39 @@ def harmony_call_grammar(tools: Sequence[ToolSpec], markers: HarmonyMarkers) -> 
     ``<|message|>``, the arguments valid against that function's schema, ``<|call|>``.
     """
     constrain = f"{markers.constrain.lark()}? " if markers.constrain else ""
-    rules = [
+    header = (
         f'header: (" " {constrain}"json")? '
         f'| {markers.channel.lark()} "commentary" (" " {constrain}"json")?'
-    ]
+    )
+    return _harmony_calls(tools, markers, "", header)
+
+
+def harmony_forced_grammar(tools: Sequence[ToolSpec], markers: HarmonyMarkers) -> str:
+    """The grammar of a harmony reply that is one call to one of ``tools``.
+
+    The reply follows the generation prompt's ``<|start|>assistant`` and is written as
+    gpt-oss's template renders a call in history — the recipient after the role:
+    `` to=functions.NAME<|channel|>commentary json<|message|>{…}<|call|>`` — so the
+    call the model made renders back token for token. One call only: ``<|call|>``
+    ends a harmony reply (the client answers before the model goes on).
+    """
+    header = f'header: {markers.channel.lark()} "commentary json"'
+    return _harmony_calls(tools, markers, " to=functions.", header)
+
+
+def _harmony_calls(
+    tools: Sequence[ToolSpec], markers: HarmonyMarkers, before: str, header: str
+) -> str:
+    """A call to one of ``tools``: ``before`` the function's name, ``header``, then
+    ``<|message|>``, arguments valid against its schema, ``<|call|>``."""
+    rules = [header]
     options = []
     for i, tool in enumerate(tools):
         arguments = {**tool.arguments_schema(), "x-guidance": COMPACT}
         options.append(f"call_{i}")
         rules.append(
-            f"call_{i}: {json.dumps(tool.name)} header {markers.message.lark()} "
-            f"args_{i} {markers.call.lark()}"
+            f"call_{i}: {json.dumps(before + tool.name)} header "
+            f"{markers.message.lark()} args_{i} {markers.call.lark()}"
         )
         rules.append(f"args_{i}: %json {json.dumps(arguments)}")
     lark = "start: " + " | ".join(options) + "\n" + "\n".join(rules) + "\n"

@@ -34,8 +34,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import llguidance
-
+from app.core.tools.gemma4_grammar import (
+    QUOTE,
+    gemma4_forced_grammar,
+    gemma4_lazy_grammar,
+)
 from app.core.tools.grammar import (
     COMPACT,
     MAX_PARALLEL_CALLS,
@@ -45,7 +48,17 @@ from app.core.tools.grammar import (
     more_calls,
     tool_call_grammar,
 )
-from app.core.tools.tool_specs import ToolChoice
+from app.core.tools.lark_pieces import (
+    compile_rules,
+    json_only,
+    keyword_arguments,
+    length_repeat,
+    min_length,
+    regex_literal,
+    schema_properties,
+    string_literals,
+)
+from app.core.tools.tool_specs import ToolChoice, ToolInputError
 from app.core.turn.parts import ToolSpec
 
 _STRING_TYPES = {"string"}
@@ -125,14 +138,14 @@ def forced_call_grammar(
             f"{end.lark()}",
             *_xml_function_rules(allowed, _XML_STYLES["qwen3_coder"], mark),
         ]
-        return _compile(rules)
+        return compile_rules(rules)
     if format_name == "glm47":
         rules = [
             f"start: call {more_calls(chr(10), parallel)}",
             f"call: {start.lark()} function {end.lark()}",
             *_xml_function_rules(allowed, _XML_STYLES["glm47"], mark),
         ]
-        return _compile(rules)
+        return compile_rules(rules)
     if format_name == "mistral":
         return _mistral_grammar(allowed, choice, start, mark, template, parallel)
     if format_name == "pythonic":
@@ -141,7 +154,15 @@ def forced_call_grammar(
             f"{end.lark()}",
             *_pythonic_call_rules(allowed),
         ]
-        return _compile(rules)
+        return compile_rules(rules)
+    if format_name == "kimi_k2":
+        more = f" call{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
+        rules = [f"start: {start.lark()} call{more} {end.lark()}"]
+        return compile_rules(rules + _kimi_call_rules(allowed, mark))
+    if format_name == "gemma4":
+        return gemma4_forced_grammar(
+            allowed, start=start, end=end, quote=mark(QUOTE), parallel=parallel
+        )
     return None
 
 
@@ -157,15 +178,23 @@ def lazy_markup_grammar(
             f'start: "\\n<function=" function "</function>\\n" {end.lark()}',
             *_xml_function_rules(tools, _XML_STYLES["qwen3_coder"], mark),
         ]
-        return _compile(rules)
+        return compile_rules(rules)
     if format_name == "glm47":
         rules = [f"start: function {end.lark()}"]
         rules += _xml_function_rules(tools, _XML_STYLES["glm47"], mark)
-        return _compile(rules)
+        return compile_rules(rules)
     if format_name == "pythonic":
         rules = [f'start: "[" call {more_calls(", ", True)} "]" {end.lark()}']
         rules += _pythonic_call_rules(tools)
-        return _compile(rules)
+        return compile_rules(rules)
+    if format_name == "kimi_k2":
+        rules = [f"start: call call{{0,{MAX_PARALLEL_CALLS - 1}}} {end.lark()}"]
+        return compile_rules(rules + _kimi_call_rules(tools, mark))
+    if format_name == "gemma4":
+        try:
+            return gemma4_lazy_grammar(tools, end=end, quote=mark(QUOTE))
+        except ToolInputError:
+            return None  # a schema the notation cannot enforce: the call stays free
     return None
 
 
@@ -197,28 +226,13 @@ def _mistral_grammar(
             rules.append(f"args_{i}: %json {json.dumps(arguments)}")
             options.append(f"call_{i}")
         rules.insert(1, "call: " + " | ".join(options))
-        return _compile(rules)
+        return compile_rules(rules)
     body = {**call_body_schema(tools, choice), "x-guidance": COMPACT}
     rules = [
         f'start: {start.lark()} " [" call {more_calls(", ", parallel)} "]"',
         f"call: %json {json.dumps(body)}",
     ]
-    return _compile(rules)
-
-
-def _compile(rules: list[str]) -> str:
-    return llguidance.LLMatcher.grammar_from_lark("\n".join(rules) + "\n")
-
-
-def _properties(tool: ToolSpec) -> list[tuple[str, dict[str, Any], bool]]:
-    """The tool's arguments in schema order: name, schema, required."""
-    schema = tool.parameters or {}
-    properties = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    return [
-        (name, prop if isinstance(prop, dict) else {}, name in required)
-        for name, prop in properties.items()
-    ]
+    return compile_rules(rules)
 
 
 def _arguments(parts: list[str], required: list[bool]) -> str:
@@ -246,7 +260,7 @@ def _xml_function_rules(
     )
     options, rules = [], []
     for i, tool in enumerate(tools):
-        props = _properties(tool)
+        props = schema_properties(tool)
         parts = []
         for j, (name, prop, _) in enumerate(props):
             value, terminal = _xml_value(
@@ -282,12 +296,12 @@ def _xml_value(
         close: What closes a value, as Lark.
         closed_by_token: The closing tag is one special token of the vocabulary.
     """
-    literals = _string_literals(prop)
+    literals = string_literals(prop)
     if literals is not None:
         return "(" + " | ".join(json.dumps(s) for s in literals) + f") {close}", []
     types = prop.get("type")
     kinds = set(types) if isinstance(types, list) else {types}
-    if kinds & _STRING_TYPES or (types is None and not _json_only(prop)):
+    if kinds & _STRING_TYPES or (types is None and not json_only(prop)):
         if closed_by_token:
             high = prop.get("maxLength")
             if isinstance(high, int) and high < 1:
@@ -295,7 +309,7 @@ def _xml_value(
             # The closing tag is one special token: no text can hold it, so the
             # value's lexeme needs no delimiter (and may be empty: optional).
             raw = f"{terminal}: {_raw_text(prop, style)}"
-            value = terminal if _min_length(prop) else f"({terminal})?"
+            value = terminal if min_length(prop) else f"({terminal})?"
             return f"{value} {close}", [raw]
         return terminal, [f"{terminal}: {_raw_value(prop, style)}"]
     if kinds == {"boolean"}:
@@ -303,24 +317,10 @@ def _xml_value(
     return f"%json {json.dumps({**prop, 'x-guidance': COMPACT})} {close}", []
 
 
-def _min_length(prop: dict[str, Any]) -> int:
-    low = prop.get("minLength")
-    return low if isinstance(low, int) and low >= 0 else 0
-
-
-def _length(prop: dict[str, Any], at_least: int = 0) -> str:
-    """The schema's ``minLength``/``maxLength`` as a regex repetition."""
-    low = max(_min_length(prop), at_least)
-    high = prop.get("maxLength")
-    if isinstance(high, int) and high >= low:
-        return f"{{{low},{high}}}"
-    return "*" if low == 0 else f"{{{low},}}"
-
-
 def _raw_text(prop: dict[str, Any], style: _XmlStyle) -> str:
     """A raw string value ended by a special token: one character or more of the
     schema's lengths, without surrounding whitespace where the parser strips it."""
-    lexeme = rf"/(?s:.{_length(prop, 1)})/"
+    lexeme = rf"/(?s:.{length_repeat(prop, 1)})/"
     if style.strip:
         lexeme += r" & /\S|\S(?s:.*)\S/"
     return lexeme
@@ -331,47 +331,18 @@ def _raw_value(prop: dict[str, Any], style: _XmlStyle) -> str:
     greedy lexeme that cannot extend past it, so the value holds none), of the
     schema's ``minLength``/``maxLength`` characters, and without surrounding
     whitespace where the parser would strip it."""
-    close = _regex(style.before_close + style.close_tag + style.after)
-    tag = _regex(style.close_tag)
-    lexeme = rf"/(?s:.{_length(prop)}){close}/ & ~/(?s:.*{tag}.*{tag}.*)/"
+    close = regex_literal(style.before_close + style.close_tag + style.after)
+    tag = regex_literal(style.close_tag)
+    lexeme = rf"/(?s:.{length_repeat(prop)}){close}/ & ~/(?s:.*{tag}.*{tag}.*)/"
     if style.strip:
         lexeme += rf" & /(\S|\S(?s:.*)\S)?{close}/"
     return lexeme
 
 
-def _regex(text: str) -> str:
-    """``text`` as a literal inside a Lark ``/regex/``."""
-    out = []
-    for char in text:
-        if char == "\n":
-            out.append(r"\n")
-        elif char in r".^$*+?{}[]\|()/":
-            out.append("\\" + char)
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _string_literals(prop: dict[str, Any]) -> list[str] | None:
-    """The values of a string ``enum``/``const``, written raw, or None."""
-    values = prop.get("enum") if "enum" in prop else None
-    if "const" in prop:
-        values = [prop["const"]]
-    if not values or not all(isinstance(v, str) for v in values):
-        return None
-    return [str(v) for v in values]
-
-
-def _json_only(prop: dict[str, Any]) -> bool:
-    """True when an untyped schema still describes JSON structure (an object's
-    properties, array items, alternatives), so its value is written as JSON."""
-    return any(k in prop for k in ("properties", "items", "anyOf", "oneOf", "allOf"))
-
-
 def _pythonic_call_rules(tools: Sequence[ToolSpec]) -> list[str]:
     options, rules = [], []
     for i, tool in enumerate(tools):
-        props = _properties(tool)
+        props = schema_properties(tool)
         parts = []
         for j, (name, prop, _) in enumerate(props):
             value = {**prop, "x-guidance": COMPACT}
@@ -379,30 +350,29 @@ def _pythonic_call_rules(tools: Sequence[ToolSpec]) -> list[str]:
             parts.append(f"{json.dumps(name + '=')} value_{i}_{j}")
         rules.append(
             f"call_{i}: {json.dumps(tool.name + '(')} "
-            f'{_pythonic_arguments(parts, [n for _, _, n in props])} ")"'
+            f'{keyword_arguments(parts, [n for _, _, n in props])} ")"'
         )
         options.append(f"call_{i}")
     rules.insert(0, "call: " + " | ".join(options))
     return rules
 
 
-def _pythonic_arguments(parts: list[str], required: list[bool]) -> str:
-    """Keyword arguments separated by ``, ``, the optional ones optional: a separator
-    is written only between two arguments that are present."""
-
-    def tail(k: int) -> str:  # at least one argument is written before k
-        if k == len(parts):
-            return ""
-        piece = f'", " {parts[k]}'
-        return f"{piece if required[k] else f'({piece})?'} {tail(k + 1)}".strip()
-
-    def head(k: int) -> str:  # nothing is written yet
-        if k == len(parts):
-            return ""
-        first = f"{parts[k]} {tail(k + 1)}".strip()
-        if required[k]:
-            return first
-        rest = head(k + 1)
-        return f"({first} | {rest})" if rest else f"({first})?"
-
-    return head(0)
+def _kimi_call_rules(tools: Sequence[ToolSpec], mark: Mark) -> list[str]:
+    """Kimi K2's calls: ``<|tool_call_begin|>functions.NAME:INDEX``, then
+    ``<|tool_call_argument_begin|>``, the arguments as JSON, ``<|tool_call_end|>``.
+    The index is the conversation's running count of calls, which only the model
+    knows, so any small number is allowed; mlx-lm's parser keeps
+    ``functions.NAME:INDEX`` as the call's id, which the template writes back."""
+    begin = mark("<|tool_call_begin|>").lark()
+    argument = mark("<|tool_call_argument_begin|>").lark()
+    close = mark("<|tool_call_end|>").lark()
+    options, rules = [], []
+    for i, tool in enumerate(tools):
+        arguments = {**tool.arguments_schema(), "x-guidance": COMPACT}
+        rules.append(
+            f"call_{i}: {begin} {json.dumps('functions.' + tool.name + ':')} "
+            f"INDEX {argument} args_{i} {close}"
+        )
+        rules.append(f"args_{i}: %json {json.dumps(arguments)}")
+        options.append(f"call_{i}")
+    return ["call: " + " | ".join(options), *rules, "INDEX: /[0-9]{1,3}/"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.tools.call_stream import CONSTRAINED_FORMATS
-from app.core.tools.tool_specs import ToolChoice
+from app.core.tools.gemma4_grammar import check_gemma4_tools
+from app.core.tools.tool_specs import ToolChoice, ToolInputError
 from app.core.tools.turn_tools import TurnTools
 from app.server.errors import RequestError
 
@@ -46,10 +47,17 @@ def turn_tools_of(request: Any, engine: Any) -> TurnTools | None:
         if not call_format.constrained:
             raise RequestError(
                 f"'tool_choice' {turn.choice.mode!r} is enforced only for models "
-                "that write calls in one of mlx-lm's formats "
+                "that write calls in one of the formats "
                 f"{', '.join(CONSTRAINED_FORMATS)}; this model writes "
                 f"{call_format.name!r} calls. Use 'auto'.",
                 code="tool_choice_not_supported",
                 param="tool_choice",
             )
+        if call_format.name == "gemma4":
+            try:
+                check_gemma4_tools(turn.tools)
+            except ToolInputError as exc:
+                raise RequestError(
+                    str(exc), code="tool_choice_not_supported", param=exc.field
+                ) from None
     return turn

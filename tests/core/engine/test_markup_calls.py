@@ -1,12 +1,14 @@
 """Forced and lazy calls in the markup formats, through the real engine.
 
-Four tiny random-weight models carry published chat templates (tests/data/templates):
+Seven tiny random-weight models carry published chat templates (tests/data/templates):
 Qwen3-Coder's, whose calls are XML parameters (mlx-lm's ``qwen3_coder`` parser),
 GLM-4.6's, whose calls are ``<arg_key>``/``<arg_value>`` pairs (``glm47``), Mistral
 Small 3.1's, a JSON list after ``[TOOL_CALLS]`` that ends with the reply (``mistral``),
-and LFM2.5's, whose calls are a Python list of calls (``pythonic``). mlx-lm infers the
-format from the template; the call markers are special tokens as in the real
-vocabularies. Whatever the random weights sample, a forced call must be written in the
+LFM2.5's, whose calls are a Python list of calls (``pythonic``), Kimi K2 Thinking's,
+JSON arguments between tag tokens (``kimi_k2``), Gemma 4's, its own notation with
+``<|"|>`` strings (``gemma4``), and gpt-oss's harmony commentary-channel calls. mlx-lm
+infers the format from the template (harmony: Swapless, from the vocabulary); the call
+markers are special tokens as in the real vocabularies. Whatever the random weights sample, a forced call must be written in the
 model's own format, be read back by mlx-lm's own parser, and validate against the
 tool's schema.
 """
@@ -23,6 +25,7 @@ from app.core.presets.generation_settings import KVSettings, SamplingSettings
 from app.core.tools.tool_specs import ToolChoice, parse_tools
 from app.core.tools.turn_tools import TurnTools
 from app.core.turn.parts import ToolCallFinished
+from tests.core.engine.steering import steer_calls
 from tests.core.tools.tool_model import make_tool_model
 
 TEMPLATES = Path(__file__).parents[2] / "data" / "templates"
@@ -43,6 +46,47 @@ FORMATS = {
     # No end marker: a call runs to the end of the reply.
     "mistral": ("mistral-small-3.1.jinja", ("[TOOL_CALLS]",)),
     "pythonic": ("lfm2.5.jinja", ("<|tool_call_start|>", "<|tool_call_end|>")),
+    # Kimi K2's call tags are all tokens of their own.
+    "kimi_k2": (
+        "kimi-k2-thinking.jinja",
+        (
+            "<|tool_calls_section_begin|>",
+            "<|tool_calls_section_end|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_call_end|>",
+        ),
+    ),
+    # Gemma 4's string delimiter is one token; so are its turn and channel tags.
+    "gemma4": (
+        "gemma4.jinja",
+        (
+            "<|tool_call>",
+            "<tool_call|>",
+            '<|"|>',
+            "<|turn>",
+            "<turn|>",
+            "<|channel>",
+            "<channel|>",
+            "<|tool>",
+            "<tool|>",
+            "<|tool_response>",
+            "<tool_response|>",
+        ),
+    ),
+    # gpt-oss: no mlx-lm parser; Swapless reads harmony's commentary-channel calls.
+    "harmony": (
+        "gpt-oss.jinja",
+        (
+            "<|channel|>",
+            "<|message|>",
+            "<|call|>",
+            "<|start|>",
+            "<|end|>",
+            "<|return|>",
+            "<|constrain|>",
+        ),
+    ),
 }
 BOOK = {
     "type": "object",
@@ -50,7 +94,8 @@ BOOK = {
         "city": {"type": "string", "maxLength": 10},
         "nights": {"type": "integer", "minimum": 1, "maximum": 9},
         "breakfast": {"type": "boolean"},
-        "room": {"enum": ["single", "double"]},
+        # Typed: Gemma 4's template reads every property's type.
+        "room": {"type": "string", "enum": ["single", "double"]},
         "notes": {"type": "string", "maxLength": 6},
     },
     "required": ["city", "nights", "room"],
@@ -85,7 +130,7 @@ def calls_of(engine, key, turn, seed, max_tokens=160):
     return [e.call for e in items if isinstance(e, ToolCallFinished)], text, items
 
 
-def test_mlx_lm_names_the_markup_format(markup_engine):
+def test_the_format_is_read_from_the_tokenizer_and_constrained(markup_engine):
     name, engine = markup_engine
     assert engine.tool_call_format().name == name
     assert engine.tool_call_format().constrained
@@ -118,3 +163,24 @@ def test_a_required_markup_call_picks_an_offered_tool(markup_engine, seed):
     for call in calls:
         schema = {t.name: t.parameters for t in TOOLS}[call.name]
         jsonschema.validate(call.arguments_dict(), schema or {"type": "object"})
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_an_auto_call_the_model_opens_is_kept_in_shape(
+    markup_engine, monkeypatch, seed
+):
+    # Steered to open a call at once and to stop after its end marker; what comes
+    # between is the random weights' own, under the format's lazy grammar.
+    name, engine = markup_engine
+    if name not in ("gemma4", "kimi_k2"):
+        pytest.skip("the two formats whose lazy grammar is new here")
+    tokenizer = engine._require_model().tokenizer
+    start, end = FORMATS[name][1][:2]
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in (start, end)]
+    steer_calls(monkeypatch, *ids, min(tokenizer.eos_token_ids))
+    turn = TurnTools(TOOLS, ToolChoice("auto"), parallel=False)
+    calls, text, items = calls_of(engine, f"{name}-auto-{seed}", turn, seed, 300)
+    assert len(calls) == 1, text
+    schema = {t.name: t.parameters for t in TOOLS}[calls[0].name]
+    jsonschema.validate(calls[0].arguments_dict(), schema or {"type": "object"})
+    assert items[-1].finish_reason == "stop"

@@ -238,8 +238,8 @@ def test_other_formats_have_no_grammar(markers):
     start, end = markers
     assert (
         forced_call_grammar(
-            "kimi_k2", TOOLS, REQUIRED, start=start, end=end, parallel=False
+            "minimax_m2", TOOLS, REQUIRED, start=start, end=end, parallel=False
         )
         is None
     )
-    assert lazy_markup_grammar("kimi_k2", TOOLS, end=end) is None
+    assert lazy_markup_grammar("minimax_m2", TOOLS, end=end) is None
