@@ -26,7 +26,8 @@ BOOK = {
     "properties": {
         "city": {"type": "string", "maxLength": 10},
         "nights": {"type": "integer", "minimum": 1, "maximum": 9},
-        "room": {"enum": ["single", "double"]},
+        # Typed: Gemma 4's template reads every property's type.
+        "room": {"type": "string", "enum": ["single", "double"]},
     },
     "required": ["city", "nights", "room"],
     "additionalProperties": False,

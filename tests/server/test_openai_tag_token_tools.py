@@ -23,29 +23,9 @@ from app.core.engine.engine import Engine
 from tests.core.engine.test_markup_calls import FORMATS
 from tests.core.tools.tool_model import make_tool_model
 from tests.server.test_openai_client import client_for
+from tests.server.test_openai_markup_tools import BOOK, MESSAGES, TOOLS
 
 TEMPLATES = Path(__file__).parents[1] / "data" / "templates"
-BOOK = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 10},
-        "nights": {"type": "integer", "minimum": 1, "maximum": 9},
-        "room": {"type": "string", "enum": ["single", "double"]},
-    },
-    "required": ["city", "nights", "room"],
-    "additionalProperties": False,
-}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "book_hotel",
-            "description": "Books a hotel room.",
-            "parameters": BOOK,
-        },
-    }
-]
-MESSAGES = [{"role": "user", "content": "Book me two nights in Porto."}]
 NAMED = {"type": "function", "function": {"name": "book_hotel"}}
 
 

@@ -5,7 +5,6 @@ as in the real vocabularies)."""
 from __future__ import annotations
 
 import llguidance
-import pytest
 
 from app.core.tools.grammar import Marker
 from app.core.tools.markup_grammars import forced_call_grammar, lazy_markup_grammar
@@ -34,20 +33,6 @@ TOOLS = parse_tools(
     ]
 )
 REQUIRED = ToolChoice("required")
-
-
-@pytest.fixture(scope="module")
-def lltok(tool_model_dir):
-    text = (tool_model_dir / "tokenizer.json").read_text(encoding="utf-8")
-    return llguidance.LLTokenizer(text)
-
-
-@pytest.fixture(scope="module")
-def markers(lltok):
-    # The tiny tool model's two special tokens, standing for either format's markers.
-    start, end = (lltok.tokenize_str(t) for t in ("<tool_call>", "</tool_call>"))
-    assert len(start) == len(end) == 1
-    return Marker("<tool_call>", start[0]), Marker("</tool_call>", end[0])
 
 
 def accepts(lltok, grammar: str, text: str) -> bool:

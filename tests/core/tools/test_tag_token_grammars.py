@@ -7,7 +7,6 @@ and end); the engine tests use vocabularies that hold them as tokens."""
 
 from __future__ import annotations
 
-import llguidance
 import pytest
 from mlx_lm.tool_parsers import gemma4 as gemma4_parser
 from mlx_lm.tool_parsers import kimi_k2 as kimi_parser
@@ -20,18 +19,6 @@ from app.core.tools.tool_specs import ToolChoice, ToolInputError, parse_tools
 from tests.core.tools.test_markup_grammars import TOOLS, accepts
 
 Q = '<|"|>'
-
-
-@pytest.fixture(scope="module")
-def lltok(tool_model_dir):
-    text = (tool_model_dir / "tokenizer.json").read_text(encoding="utf-8")
-    return llguidance.LLTokenizer(text)
-
-
-@pytest.fixture(scope="module")
-def markers(lltok):
-    start, end = (lltok.tokenize_str(t) for t in ("<tool_call>", "</tool_call>"))
-    return Marker("<tool_call>", start[0]), Marker("</tool_call>", end[0])
 
 
 def gemma(body: str) -> str:
