@@ -54,11 +54,15 @@ def test_kill_9_mid_reply_keeps_the_partial_reply_and_marks_it_interrupted(
     # A random-weight model samples its end token at random: about half of these
     # replies end within a few hundred tokens, before a poll can see them mid-way.
     # Such a reply is simply followed by another turn until one is caught generating.
+    # (Until 2026-12-03 this waited for a state "done", which the store never writes
+    # — it writes "complete" — so a first reply that ended unseen left the test
+    # waiting out its deadline: one full run here failed so.)
     asked = 0
     partial, caught_id, last_done = "", None, None
+    ended: set[int] = set()
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and len(partial) < 20:
-        if asked == 0 or (last_done is not None and asked < 8):
+        if asked == 0 or (last_done is not None and asked < 20):
             process.stdin.write(b"Tell me a very long story.\n")
             process.stdin.flush()
             asked, last_done = asked + 1, None
@@ -75,7 +79,8 @@ def test_kill_9_mid_reply_keeps_the_partial_reply_and_marks_it_interrupted(
             continue
         if row and row[2] == "generating":
             caught_id, partial = row[0], row[1]
-        elif row and row[2] == "done" and row[0] != caught_id:
+        elif row and row[0] not in ended:
+            ended.add(row[0])  # this reply ended before a poll saw it mid-way
             last_done = row[0]
     assert len(partial) >= 20, (
         process.stderr.read() if process.poll() is not None else "no partial save"
