@@ -478,7 +478,7 @@ class Engine(EngineThread):
 
         try:
             loaded = self._require_model()
-            emit, processors = handle._put, None
+            emit, processors, close_reasoning = handle._put, None, False
             if tools is not None:
                 from app.core.engine.tool_hooks import TurnHooks
 
@@ -489,6 +489,7 @@ class Engine(EngineThread):
                     prompt_ids=prompt_ids,
                 )
                 emit, processors = hooks.wrap(handle._put), hooks.logits_processors
+                close_reasoning = hooks.closes_reasoning
             cache = self._cache_for(key, kv)
             self._guard(key, cache, prompt_ids, kv, sampling, max_context)
             source = prefix_reuse.attach_prefix(
@@ -511,6 +512,7 @@ class Engine(EngineThread):
                 reasoning=self.tokenizer.reasoning,
                 thinking_budget=thinking_budget,
                 chunk_limit=self._chunk_limit(),
+                close_reasoning=close_reasoning,
             )
             try:
                 prefix_reuse.remember_prefix(

@@ -180,6 +180,7 @@ def run_turn(
     reasoning: ReasoningFormat = NO_REASONING,
     thinking_budget: int = 0,
     chunk_limit: Callable[[int, int], int] | None = None,
+    close_reasoning: bool = False,
 ) -> TurnOutcome:
     """Generate a reply to ``prompt_ids`` on ``cache`` and stream events to ``emit``.
 
@@ -203,6 +204,9 @@ def run_turn(
         thinking_budget: Most reasoning tokens (0: none); at the budget the end
             marker is written into the reply and the model goes on to answer.
         chunk_limit: The memory budget's largest prefill chunk (`prefill_range`).
+        close_reasoning: Write the reasoning's end marker before the first token
+            (`TurnHooks.closes_reasoning`: a grammar constrains the reply and the
+            prompt left it inside reasoning).
 
     Returns:
         The generated ids and the final event.
@@ -292,6 +296,13 @@ def run_turn(
             chunk_limit=chunk_limit,
         )
         pending = prompt_ids[-1:]
+        if close_reasoning:
+            # As at a spent thinking budget, but before any reasoning: the marker is
+            # part of the reply, and the grammar starts after it.
+            for closing in forced_end_ids(reasoning, tokenizer.encode):
+                generated.append(closing)
+                router.add(closing)
+                pending.append(closing)
         while pending:
             steps = decode_steps(
                 loaded.model,
@@ -406,6 +417,9 @@ def prefill_only(
             fresh prefill even after splices (a "rebuild").
         checkpoint_at: Further lengths at which to checkpoint.
         chunk_limit: The memory budget's largest prefill chunk (`prefill_range`).
+        close_reasoning: Write the reasoning's end marker before the first token
+            (`TurnHooks.closes_reasoning`: a grammar constrains the reply and the
+            prompt left it inside reasoning).
 
     Returns:
         (tokens reused, tokens computed).

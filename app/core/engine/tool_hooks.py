@@ -27,7 +27,11 @@ import numpy as np
 
 from app.core.engine.events import GenerationEvent
 from app.core.engine.lazy_call import LazyCallProcessor, MarkerBan
-from app.core.reasoning.markers import NO_REASONING, ReasoningFormat
+from app.core.reasoning.markers import (
+    NO_REASONING,
+    ReasoningFormat,
+    prompt_opens_reasoning,
+)
 from app.core.tools.call_stream import CONSTRAINED_FORMATS, CallStream
 from app.core.tools.grammar import (
     HarmonyMarkers,
@@ -210,10 +214,17 @@ class TurnHooks:
     Attributes:
         logits_processors: For the decode loop (None when unconstrained).
         stream: The call splitter, or None when calls are not parsed.
+        closes_reasoning: The reply must close a reasoning block its prompt opened
+            before the grammar starts: a forced call or a JSON answer written inside
+            reasoning (a template such as QwQ's, DeepSeek-R1-Distill's or Qwen3-2507
+            Thinking's opens ``<think>`` in the generation prompt) would be taken as
+            reasoning and never reach the answer. A constrained reply has no
+            reasoning, as everywhere else.
     """
 
     logits_processors: list[Callable[[mx.array, mx.array], mx.array]] | None
     stream: CallStream | None
+    closes_reasoning: bool = False
 
     @classmethod
     def build(
@@ -249,14 +260,9 @@ class TurnHooks:
                     "response_format",
                 )
             processors = [GrammarProcessor(matcher, lltok.vocab_size)]
-        stream = None
-        if turn.parses_calls:
-            stream = CallStream(
-                call_format_or_generic(tokenizer),
-                turn.tools,
-                max_calls=None if turn.parallel else 1,
-            )
-        return cls(processors, stream)
+            closes = prompt_opens_reasoning(reasoning, prompt_ids)
+            return cls(processors, _call_stream(tokenizer, turn), closes)
+        return cls(processors, _call_stream(tokenizer, turn))
 
     def wrap(self, emit: Callable[[object], None]) -> Callable[[object], None]:
         """An ``emit`` that sends calls as tool-call events, not as answer text."""
@@ -284,3 +290,14 @@ class TurnHooks:
                 emit(replace(event, text=""))
 
         return send
+
+
+def _call_stream(tokenizer: Any, turn: TurnTools) -> CallStream | None:
+    """The call splitter of a turn whose calls are parsed, else None."""
+    if not turn.parses_calls:
+        return None
+    return CallStream(
+        call_format_or_generic(tokenizer),
+        turn.tools,
+        max_calls=None if turn.parallel else 1,
+    )
