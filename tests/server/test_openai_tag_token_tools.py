@@ -1,4 +1,5 @@
-"""Acceptance: forced calls for Gemma 4, gpt-oss and Kimi K2, through the `openai` client.
+"""Acceptance: forced calls for Gemma 4, gpt-oss, Kimi K2 and MiniMax-M2, through the
+`openai` client.
 
 Each served model is the tiny random-weight model with the published chat template of
 its family (tests/data/templates) and the family's tags as tokens of their own. A
@@ -29,7 +30,7 @@ TEMPLATES = Path(__file__).parents[1] / "data" / "templates"
 NAMED = {"type": "function", "function": {"name": "book_hotel"}}
 
 
-@pytest.fixture(scope="module", params=["gemma4", "harmony", "kimi_k2"])
+@pytest.fixture(scope="module", params=["gemma4", "harmony", "kimi_k2", "minimax_m2"])
 def engine(request, tmp_path_factory):
     template_file, markers = FORMATS[request.param]
     folder = tmp_path_factory.mktemp("models") / request.param
@@ -98,7 +99,13 @@ def test_a_named_call_streams_as_openai_tool_calls_and_renders_back(
     )
     assert written_call(engine.format_name, arguments, calls[0].id) in rendered
     reused = second.model_extra["swapless"]["reused_tokens"]
-    assert first_prompt <= reused <= asked_and_answered, (reused, asked_and_answered)
+    # MiniMax's generation prompt ends in "<think>\n", which its history does not
+    # render before a reply without reasoning: the cache matches up to there.
+    opened = 3 if engine.format_name == "minimax_m2" else 0
+    assert first_prompt - opened <= reused <= asked_and_answered, (
+        reused,
+        first_prompt,
+    )
 
 
 def call_dict(call, arguments):
@@ -114,6 +121,11 @@ def written_call(format_name: str, arguments: dict, call_id: str) -> str:
     as_json = json.dumps(arguments)
     if format_name == "harmony":
         return f" to=functions.book_hotel<|channel|>commentary json<|message|>{as_json}"
+    if format_name == "minimax_m2":
+        params = "".join(
+            f'<parameter name="{k}">{v}</parameter>\n' for k, v in arguments.items()
+        )
+        return f'<minimax:tool_call>\n<invoke name="book_hotel">\n{params}</invoke>\n'
     if format_name == "kimi_k2":
         return f"<|tool_call_begin|>{call_id}<|tool_call_argument_begin|>{as_json}"
     quote = '<|"|>'

@@ -43,6 +43,7 @@ CONSTRAINED_FORMATS = (
     "mistral",
     "pythonic",
     "kimi_k2",
+    "minimax_m2",
     "gemma4",
     "harmony",
 )

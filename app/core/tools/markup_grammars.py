@@ -13,6 +13,12 @@ object, so `grammar.tool_call_grammar` cannot constrain them:
   between ``<tool_call>`` and ``</tool_call>``. Values as in ``qwen3_coder``, except
   that mlx-lm's parser strips a value's surrounding whitespace, so a raw string has
   none (it would be read back shorter than written).
+- ``minimax_m2`` (MiniMax-M2 and its successors): newline, then per call
+  ``<invoke name="NAME">`` newline, per argument ``<parameter name="KEY">VALUE
+  </parameter>`` newline, then ``</invoke>`` newline; the whole after
+  ``<minimax:tool_call>`` and before ``</minimax:tool_call>``. Values as in ``glm47``
+  (the parser strips them), and a raw string is never ``null`` in any case (the
+  parser reads that as JSON null whatever the schema says).
 - ``pythonic`` (LFM2 and LFM2.5): ``[NAME(KEY=VALUE, …), …]`` between the start and end
   markers. Values are written as JSON, which Python's literal syntax reads the same way
   (mlx-lm's parser maps ``true``/``false``/``null``).
@@ -85,6 +91,8 @@ class _XmlStyle:
         after: Text after the closing tag.
         strip: Whether the parser strips a raw value's surrounding whitespace.
         tags: The pieces a vocabulary may hold as single special tokens.
+        not_null: Whether a raw string may not read ``null`` (in any case), which
+            the parser takes for JSON null.
     """
 
     name_end: str
@@ -94,6 +102,7 @@ class _XmlStyle:
     after: str
     strip: bool
     tags: frozenset[str] = frozenset()
+    not_null: bool = False
 
 
 _XML_STYLES = {
@@ -109,6 +118,15 @@ _XML_STYLES = {
         "\n",
         True,
         frozenset({"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}),
+    ),
+    "minimax_m2": _XmlStyle(
+        '">\n',
+        ('<parameter name="', "{name}", '">'),
+        "",
+        "</parameter>",
+        "\n",
+        True,
+        not_null=True,
     ),
 }
 
@@ -144,6 +162,13 @@ def forced_call_grammar(
             f"start: call {more_calls(chr(10), parallel)}",
             f"call: {start.lark()} function {end.lark()}",
             *_xml_function_rules(allowed, _XML_STYLES["glm47"], mark),
+        ]
+        return compile_rules(rules)
+    if format_name == "minimax_m2":
+        more = f" invoke{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
+        rules = [
+            f'start: {start.lark()} "\\n" invoke{more} {end.lark()}',
+            *_minimax_rules(allowed, mark),
         ]
         return compile_rules(rules)
     if format_name == "mistral":
@@ -187,6 +212,10 @@ def lazy_markup_grammar(
         rules = [f'start: "[" call {more_calls(", ", True)} "]" {end.lark()}']
         rules += _pythonic_call_rules(tools)
         return compile_rules(rules)
+    if format_name == "minimax_m2":
+        more = f"invoke{{0,{MAX_PARALLEL_CALLS - 1}}}"
+        rules = [f'start: "\\n" invoke {more} {end.lark()}']
+        return compile_rules(rules + _minimax_rules(tools, mark))
     if format_name == "kimi_k2":
         rules = [f"start: call call{{0,{MAX_PARALLEL_CALLS - 1}}} {end.lark()}"]
         return compile_rules(rules + _kimi_call_rules(tools, mark))
@@ -323,6 +352,8 @@ def _raw_text(prop: dict[str, Any], style: _XmlStyle) -> str:
     lexeme = rf"/(?s:.{length_repeat(prop, 1)})/"
     if style.strip:
         lexeme += r" & /\S|\S(?s:.*)\S/"
+    if style.not_null:
+        lexeme += r" & ~/(?i:null)/"
     return lexeme
 
 
@@ -336,6 +367,8 @@ def _raw_value(prop: dict[str, Any], style: _XmlStyle) -> str:
     lexeme = rf"/(?s:.{length_repeat(prop)}){close}/ & ~/(?s:.*{tag}.*{tag}.*)/"
     if style.strip:
         lexeme += rf" & /(\S|\S(?s:.*)\S)?{close}/"
+    if style.not_null:
+        lexeme += rf" & ~/(?i:null){close}/"
     return lexeme
 
 
@@ -376,3 +409,12 @@ def _kimi_call_rules(tools: Sequence[ToolSpec], mark: Mark) -> list[str]:
         rules.append(f"args_{i}: %json {json.dumps(arguments)}")
         options.append(f"call_{i}")
     return ["call: " + " | ".join(options), *rules, "INDEX: /[0-9]{1,3}/"]
+
+
+def _minimax_rules(tools: Sequence[ToolSpec], mark: Mark) -> list[str]:
+    """MiniMax-M2's ``<invoke name="NAME">`` blocks (one per call) around its XML
+    arguments."""
+    return [
+        'invoke: "<invoke name=\\"" function "</invoke>\\n"',
+        *_xml_function_rules(tools, _XML_STYLES["minimax_m2"], mark),
+    ]

@@ -223,8 +223,8 @@ def test_other_formats_have_no_grammar(markers):
     start, end = markers
     assert (
         forced_call_grammar(
-            "minimax_m2", TOOLS, REQUIRED, start=start, end=end, parallel=False
+            "function_gemma", TOOLS, REQUIRED, start=start, end=end, parallel=False
         )
         is None
     )
-    assert lazy_markup_grammar("minimax_m2", TOOLS, end=end) is None
+    assert lazy_markup_grammar("function_gemma", TOOLS, end=end) is None

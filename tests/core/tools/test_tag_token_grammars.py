@@ -1,7 +1,7 @@
-"""The grammars of Gemma 4's, Kimi K2's and gpt-oss's (harmony) calls, checked token
-by token with llguidance on the tiny tool model's tokenizer, and read back with the
-parsers Swapless uses for them (mlx-lm's ``gemma4`` and ``kimi_k2``, Swapless's
-harmony reader). Here the fixed tags are written as text (the tiny vocabulary has
+"""The grammars of Gemma 4's, Kimi K2's, MiniMax-M2's and gpt-oss's (harmony) calls,
+checked token by token with llguidance on the tiny tool model's tokenizer, and read
+back with the parsers Swapless uses for them (mlx-lm's ``gemma4``, ``kimi_k2`` and
+``minimax_m2``, Swapless's harmony reader). Here the fixed tags are written as text (the tiny vocabulary has
 only ``<tool_call>``/``</tool_call>`` as tokens, standing for each format's start
 and end); the engine tests use vocabularies that hold them as tokens."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from mlx_lm.tool_parsers import gemma4 as gemma4_parser
 from mlx_lm.tool_parsers import kimi_k2 as kimi_parser
+from mlx_lm.tool_parsers import minimax_m2 as minimax_parser
 
 from app.core.tools.gemma4_grammar import gemma4_forced_grammar, gemma4_lazy_grammar
 from app.core.tools.grammar import HarmonyMarkers, Marker, harmony_forced_grammar
@@ -211,3 +212,39 @@ def test_a_forced_harmony_call_is_written_as_the_template_renders_calls(lltok):
         '"Rome", "nights": 2}<|call|>',
     ):
         assert not accepts(lltok, grammar, wrong), wrong
+
+
+def test_minimax_calls_take_the_schema_as_xml_invokes(lltok, markers):
+    start, end = markers
+    grammar = forced_call_grammar(
+        "minimax_m2", TOOLS, ToolChoice("required"), start=start, end=end, parallel=True
+    )
+    assert grammar is not None
+
+    def invoke(name: str, *args: tuple[str, str]) -> str:
+        params = "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in args)
+        return f'<invoke name="{name}">\n{params}</invoke>\n'
+
+    book = invoke("book", ("city", "São Paulo"), ("room", "double"), ("nights", "3"))
+    both = f"<tool_call>\n{book}{invoke('ping')}</tool_call>"
+    assert accepts(lltok, grammar, f"<tool_call>\n{book}</tool_call>")
+    assert accepts(lltok, grammar, both)
+    tools = [t.template_dict() for t in TOOLS]
+    assert minimax_parser.parse_tool_call(both, tools) == [
+        {
+            "name": "book",
+            "arguments": {"city": "São Paulo", "room": "double", "nights": 3},
+        },
+        {"name": "ping", "arguments": {}},
+    ]
+    for body in (
+        invoke("book", ("city", "Rome")),  # a required argument missing
+        invoke("book", ("city", " Rome"), ("nights", "2")),  # the parser strips it
+        invoke("book", ("city", "Null"), ("nights", "2")),  # the parser reads null
+        invoke("book", ("nights", "2"), ("city", "Rome")),  # not the schema's order
+        invoke("book", ("city", "Rome"), ("nights", "0")),  # below minimum
+        invoke("pong"),
+    ):
+        assert not accepts(lltok, grammar, f"<tool_call>\n{body}</tool_call>"), body
+    lazy = lazy_markup_grammar("minimax_m2", TOOLS, end=end)
+    assert lazy is not None and accepts(lltok, lazy, f"\n{book}</tool_call>")
