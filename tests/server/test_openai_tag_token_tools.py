@@ -166,3 +166,15 @@ def test_a_schema_gemma4_cannot_enforce_is_a_400_in_words(serve, make_preset, en
         model="swapless", messages=MESSAGES, tools=tools, max_tokens=2
     )
     assert reply.choices[0].finish_reason in ("length", "stop", "tool_calls")
+    # A call named to a tool the notation can carry is enforced beside it.
+    named = client.chat.completions.create(
+        model="swapless",
+        messages=MESSAGES,
+        tools=[*TOOLS, *tools],
+        tool_choice=NAMED,
+        parallel_tool_calls=False,
+        max_tokens=200,
+    )
+    (call,) = named.choices[0].message.tool_calls
+    assert call.function.name == "book_hotel"
+    jsonschema.validate(json.loads(call.function.arguments), BOOK)

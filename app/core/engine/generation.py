@@ -417,9 +417,6 @@ def prefill_only(
             fresh prefill even after splices (a "rebuild").
         checkpoint_at: Further lengths at which to checkpoint.
         chunk_limit: The memory budget's largest prefill chunk (`prefill_range`).
-        close_reasoning: Write the reasoning's end marker before the first token
-            (`TurnHooks.closes_reasoning`: a grammar constrains the reply and the
-            prompt left it inside reasoning).
 
     Returns:
         (tokens reused, tokens computed).

@@ -119,11 +119,7 @@ def grammar_for(tokenizer: Any, turn: TurnTools) -> str | None:
     if turn.parses_calls and turn.choice.forces_call:
         fmt = call_format_or_generic(tokenizer)
         if fmt.name == "harmony":
-            allowed = [
-                t
-                for t in turn.tools
-                if turn.choice.mode != "named" or t.name == turn.choice.name
-            ]
+            allowed = turn.choice.allowed(turn.tools)
             return harmony_forced_grammar(allowed, _harmony_markers(tokenizer))
         grammar = forced_call_grammar(
             fmt.name,

@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.core.tools.grammar import COMPACT, MAX_PARALLEL_CALLS, Marker
+from app.core.tools.grammar import COMPACT, Marker, more_calls
 from app.core.tools.lark_pieces import (
     compile_rules,
     keyword_arguments,
@@ -242,9 +242,8 @@ def gemma4_forced_grammar(
     """
     rules = _Rules(quote)
     calls = _call_rules(tools, rules)
-    more = f" call{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
     head = [
-        f"start: call{more}",
+        f"start: call {more_calls('', parallel)}",
         f"call: {start.lark()} body {end.lark()}",
         f"body: {calls}",
     ]

@@ -57,12 +57,16 @@ class Marker:
         return json.dumps(self.text)
 
 
-def more_calls(separator: str, parallel: bool) -> str:
-    """Up to `MAX_PARALLEL_CALLS` - 1 further calls after the first, each after
-    ``separator`` (none without ``parallel``)."""
+def more_calls(separator: str, parallel: bool, rule: str = "call") -> str:
+    """Up to `MAX_PARALLEL_CALLS` - 1 further calls (``rule``) after the first, each
+    after ``separator`` (right after the last with an empty one; none without
+    ``parallel``)."""
     if not parallel:
         return ""
-    return f"({json.dumps(separator)} call){{0,{MAX_PARALLEL_CALLS - 1}}}"
+    repeat = f"{{0,{MAX_PARALLEL_CALLS - 1}}}"
+    if not separator:
+        return f"{rule}{repeat}"
+    return f"({json.dumps(separator)} {rule}){repeat}"
 
 
 def json_schema_grammar(schema: dict[str, Any]) -> str:
@@ -78,7 +82,7 @@ def json_object_grammar() -> str:
 def call_body_schema(tools: Sequence[ToolSpec], choice: ToolChoice) -> dict[str, Any]:
     """The JSON schema of one call's body: a name among the allowed tools and
     arguments valid for that tool."""
-    allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
+    allowed = choice.allowed(tools)
     options = [
         {
             "type": "object",

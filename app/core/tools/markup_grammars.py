@@ -47,7 +47,6 @@ from app.core.tools.gemma4_grammar import (
 )
 from app.core.tools.grammar import (
     COMPACT,
-    MAX_PARALLEL_CALLS,
     Marker,
     call_body_schema,
     lazy_call_grammar,
@@ -146,7 +145,7 @@ def forced_call_grammar(
     the format is not one Swapless can constrain. ``mark`` gives the format's other
     fixed tags as the vocabulary holds them; ``template`` (the model's chat template)
     tells a format's variants apart."""
-    allowed = [t for t in tools if choice.mode != "named" or t.name == choice.name]
+    allowed = choice.allowed(tools)
     if format_name == "json_tools":
         return tool_call_grammar(tools, choice, start=start, end=end, parallel=parallel)
     if format_name == "qwen3_coder":
@@ -165,9 +164,9 @@ def forced_call_grammar(
         ]
         return compile_rules(rules)
     if format_name == "minimax_m2":
-        more = f" invoke{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
+        more = more_calls("", parallel, "invoke")
         rules = [
-            f'start: {start.lark()} "\\n" invoke{more} {end.lark()}',
+            f'start: {start.lark()} "\\n" invoke {more} {end.lark()}',
             *_minimax_rules(allowed, mark),
         ]
         return compile_rules(rules)
@@ -181,8 +180,8 @@ def forced_call_grammar(
         ]
         return compile_rules(rules)
     if format_name == "kimi_k2":
-        more = f" call{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
-        rules = [f"start: {start.lark()} call{more} {end.lark()}"]
+        more = more_calls("", parallel)
+        rules = [f"start: {start.lark()} call {more} {end.lark()}"]
         return compile_rules(rules + _kimi_call_rules(allowed, mark))
     if format_name == "gemma4":
         return gemma4_forced_grammar(
@@ -213,11 +212,11 @@ def lazy_markup_grammar(
         rules += _pythonic_call_rules(tools)
         return compile_rules(rules)
     if format_name == "minimax_m2":
-        more = f"invoke{{0,{MAX_PARALLEL_CALLS - 1}}}"
+        more = more_calls("", True, "invoke")
         rules = [f'start: "\\n" invoke {more} {end.lark()}']
         return compile_rules(rules + _minimax_rules(tools, mark))
     if format_name == "kimi_k2":
-        rules = [f"start: call call{{0,{MAX_PARALLEL_CALLS - 1}}} {end.lark()}"]
+        rules = [f"start: call {more_calls('', True)} {end.lark()}"]
         return compile_rules(rules + _kimi_call_rules(tools, mark))
     if format_name == "gemma4":
         try:
@@ -240,8 +239,7 @@ def _mistral_grammar(
     ``[TOOL_CALLS]NAME[ARGS]{…}``; older ones (Mistral Small 3.1) one JSON list,
     ``[TOOL_CALLS] [{"name": …, "arguments": …}, …]``. mlx-lm's parser reads both."""
     if "[ARGS]" in template:
-        further = f" call{{0,{MAX_PARALLEL_CALLS - 1}}}" if parallel else ""
-        rules = [f"start: call{further}"]
+        rules = [f"start: call {more_calls('', parallel)}"]
         options = []
         for i, tool in enumerate(tools):
             arguments = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +192,10 @@ class ToolChoice:
     def forces_call(self) -> bool:
         """True when the reply must be a tool call (constrained decoding applies)."""
         return self.mode in ("required", "named")
+
+    def allowed(self, tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+        """The tools a call may name: the named one, or all of them."""
+        return [t for t in tools if self.mode != "named" or t.name == self.name]
 
 
 def parse_tool_choice(

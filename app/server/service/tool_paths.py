@@ -55,7 +55,7 @@ def turn_tools_of(request: Any, engine: Any) -> TurnTools | None:
             )
         if call_format.name == "gemma4":
             try:
-                check_gemma4_tools(turn.tools)
+                check_gemma4_tools(turn.choice.allowed(turn.tools))
             except ToolInputError as exc:
                 raise RequestError(
                     str(exc), code="tool_choice_not_supported", param=exc.field
