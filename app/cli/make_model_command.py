@@ -94,7 +94,7 @@ def _train_reference(args: argparse.Namespace, started: float) -> int:
         evaluate_folder,
         train_reference_model,
     )
-    from app.core.modelkit.reference.training import DEFAULT_RECIPE
+    from app.core.modelkit.reference.recipes import DEFAULT_RECIPE
     from app.core.modelkit.tokenizer_training import train_tokenizer
 
     recipe = replace(DEFAULT_RECIPE, seed=args.seed)

@@ -8,14 +8,14 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from app.core.modelkit.reference import corpus, evaluation, training
+from app.core.modelkit.reference import corpus, evaluation, recipes, training
 from app.core.modelkit.reference.geometry import VOCAB_SIZE
 from app.core.modelkit.tokenizer_training import train_tokenizer
 
-TINY_RECIPE = training.TrainingRecipe(
+TINY_RECIPE = recipes.TrainingRecipe(
     stages=(
-        training.Stage(steps=2, batch=2, length=64, max_distance=40),
-        training.Stage(steps=1, batch=1, length=128, max_distance=100),
+        recipes.Stage(steps=2, batch=2, length=64, max_distance=40),
+        recipes.Stage(steps=1, batch=1, length=128, max_distance=100),
     ),
     warmup_steps=1,
 )
@@ -93,7 +93,7 @@ def test_the_format_stage_grows_the_vocabulary_and_keeps_the_circuit():
     base = training.new_model(seed=0)
     grown = training.with_vocabulary(base, tokenizer.get_vocab_size(), seed=0)
     before = weights(grown)
-    recipe = training.FormatRecipe(steps=2, batch=2, length=384, warmup_steps=1)
+    recipe = recipes.FormatRecipe(steps=2, batch=2, length=384, warmup_steps=1)
     trained, log = training.train_format(grown, stream, words, recipe)
     after = weights(trained)
     assert after["model.embed_tokens.weight"].shape[0] == VOCAB_SIZE + 6
@@ -209,7 +209,7 @@ def test_tool_heads_train_only_their_own_query_and_output():
         training.new_model(seed=0), tokenizer.get_vocab_size(), seed=0
     )
     before = weights(grown)
-    recipe = training.FormatRecipe(
+    recipe = recipes.FormatRecipe(
         steps=2, batch=2, length=384, warmup_steps=1, tool_heads=True
     )
     trained, _ = training.train_format(grown, stream, words, recipe)
@@ -242,7 +242,7 @@ def test_a_tool_stage_continues_a_folder_and_records_itself(tmp_path):
     )
 
     before = json.loads((committed_folder() / "config.json").read_text())
-    recipe = training.FormatRecipe(steps=1, batch=1, length=384, warmup_steps=1)
+    recipe = recipes.FormatRecipe(steps=1, batch=1, length=384, warmup_steps=1)
     out, log = continue_format_from(committed_folder(), tmp_path / "more", recipe)
     after = json.loads((out / "config.json").read_text())
     builder, was = after["swapless_builder"], before["swapless_builder"]
@@ -358,3 +358,59 @@ def test_a_single_tool_probe_offers_its_tool_alone_and_quotes_as_asked():
     call = quoted.messages[1]["tool_calls"][0]["function"]
     assert call == {"name": tool.name, "arguments": {tool.argument: "Lisbon"}}
     assert quoted.result in quoted.messages[-1]["content"]
+
+
+def test_the_tool_stage_sees_its_longest_tool_lists_whole():
+    """A tool conversation longer than a sequence is skipped by the corpus.
+
+    At the old 384 tokens half of them were (93 % of those with three tools), so
+    the model trained almost only on one-tool lists and wrote made-up names when an
+    MCP server offered five (docs/reference-model.md, "A value the model copies").
+    """
+    import random
+
+    from tokenizers import Tokenizer
+
+    from app.core.modelkit.reference import format_tasks
+    from app.core.modelkit.reference.install import committed_folder
+
+    tokenizer = Tokenizer.from_file(str(committed_folder() / "tokenizer.json"))
+    docs = [d for d in corpus.documents() if not d.held_out][:40]
+    words = format_tasks.argument_words([d.text for d in docs])
+    rng = random.Random(3)
+    length = recipes.TOOL_EXACT_HEADS_RECIPE.length
+    sizes, offered = [], []
+    for i in range(200):
+        task = format_tasks.tool_task(rng, words, rng.choice(corpus.SYSTEM_PROMPTS))
+        text = format_tasks.tool_conversation(task, i % 2 == 0, rng)
+        sizes.append(len(tokenizer.encode(text).ids))
+        offered.append(len(task.tools))
+    assert max(offered) == 5 and min(offered) == 1
+    assert max(sizes) <= length + 1, (max(sizes), length)
+
+
+def test_tool_lists_carry_what_clients_add_and_calls_leave_optional_arguments_out():
+    import random
+
+    from app.core.modelkit.reference import format_tasks
+
+    rng = random.Random(1)
+    titled = defaulted = unrequired = 0
+    for _ in range(200):
+        task = format_tasks.tool_task(rng, ["Lisbon", "harbour", "query"])
+        for spec in task.tools:
+            parameters = spec["function"]["parameters"]
+            for schema in parameters["properties"].values():
+                titled += "title" in schema
+                defaulted += "default" in schema
+            unrequired += "required" not in parameters
+        call = task.messages[1]["tool_calls"][0]["function"]
+        assert call["arguments"] == task.tool.arguments(task.value)
+        if "required" in (asked := task.tools[0]["function"]["parameters"]):
+            assert set(asked["required"]) <= set(asked["properties"])
+    assert titled and defaulted and unrequired
+    # The reasoning before a call with a value quotes the value, not the question.
+    task = format_tasks.tool_task(random.Random(0), ["Lisbon"], kind="catalogue")
+    assert task.messages[1]["reasoning_content"].startswith(
+        'The user asks about "Lisbon".'
+    )

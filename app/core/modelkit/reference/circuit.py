@@ -53,6 +53,8 @@ POSITION_GAIN = 1.2
 MATCH_GAIN = 3.0
 COPY_GAIN = 4.0
 NOISE = 0.002
+# Layer 1's copy heads, one per KV head (0 and 1).
+COPY_HEADS = (0, 2)
 
 
 def _rotary_frequencies() -> np.ndarray:
@@ -110,7 +112,7 @@ def circuit_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
     match_dims = [*MATCH_PAIRS, *(p + half for p in MATCH_PAIRS)]
     part = CODE_WIDTH // 2
     scale1 = _norm_scale(1.0 + 1.0 + 3.0)
-    for head, kv in ((0, 0), (2, 1)):
+    for head, kv in zip(COPY_HEADS, (0, 1), strict=True):
         codes = range(kv * part, (kv + 1) * part)
         for position in range(3):
             dims = match_dims[position * part : (position + 1) * part]

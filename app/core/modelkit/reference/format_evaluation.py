@@ -7,7 +7,7 @@ documents (so tool arguments are words training never used as arguments):
   holds the pass key (pass keys 64–256 tokens back);
 * **thinking off**: the prompt ends with the empty block, the answer holds the key and
   no ``<think>`` is written;
-* **tool call**: given 1–3 tools and a question, the reply has one ``<tool_call>``
+* **tool call**: given 1–5 tools and a question, the reply has one ``<tool_call>``
   whose JSON names the right tool and copies the argument exactly (thinking on and off),
   counted apart for each kind of question (`format_tasks.tool_task`): a catalogue
   tool asked in words, a tool never seen in training named in the question (with

@@ -3,11 +3,11 @@
 Three things the reference model learns from these, on top of its recall:
 
 * **Thinking**: with the switch on, a reply starts with ``<think>``, a short reasoning
-  block in a few fixed shapes that restates the question and where its answer is,
-  ``</think>``, then the answer; with it off, the prompt already holds the empty block
+  block in a few fixed shapes that restates the question (or, before a call, the
+  value it asks about) and where its answer is, ``</think>``, then the answer; with it off, the prompt already holds the empty block
   and the answer follows directly. The recall tasks (`recall_tasks`) are rendered both
   ways, so the answers after reasoning are the same answers the probes score.
-* **Calling a tool**: given 1–3 tools and a question that one of them answers, the
+* **Calling a tool**: given 1–5 tools and a question that one of them answers, the
   reply is a ``<tool_call>`` naming that tool, its argument copied from the question.
   Half the tools come from a fixed catalogue asked in plain words ("What is the
   weather in "Lisbon"?"); the other half are made up on the spot from words of the
@@ -157,7 +157,12 @@ _ARGUMENTS = ("name", "query", "text", "item", "key", "topic", "id", "value")
 def made_up_tool(rng: random.Random, words: list[str], with_argument: bool) -> Tool:
     """A tool no catalogue has, named from a word, asked for by its name."""
     noun = rng.choice(words).lower()
-    name = f"{rng.choice(_VERBS)}_{noun}"
+    # Mostly verb_noun, as tools are named; some without a verb (``secret_word``), so
+    # a name's first token is copied, not guessed from the verbs.
+    if rng.random() < 0.7:
+        name = f"{rng.choice(_VERBS)}_{noun}"
+    else:
+        name = f"{noun}_{rng.choice(words).lower()}"
     if not with_argument:
         return Tool(
             name,
@@ -218,6 +223,25 @@ def recall_conversation(task: recall_tasks.RecallTask, thinking: bool) -> str:
     return prompt + messages[-1]["content"] + "<|im_end|>\n"
 
 
+def tool_reasoning(tool: Tool, question: str, value: str) -> str:
+    """The reasoning before a call.
+
+    For a tool that takes a value, only the value, quoted (``The user asks about
+    "Lisbon".``): it is then the latest quoted word before the call, where layer 1's
+    value head looks. Measured on the single-tool probes (docs/reference-model.md):
+    restating the whole question failed on its first word, which the model guessed
+    rather than copied, and naming the tool and its argument in the reasoning failed
+    on those names; the call itself copies them from the tools list. A tool without
+    arguments is named in its question, which is restated as before.
+    """
+    if not tool.argument:
+        return (
+            f"The user asks: {question} The {tool.name} tool can answer this. "
+            "It takes no arguments."
+        )
+    return f'The user asks about "{value}". A tool can answer this, so I call it.'
+
+
 @dataclass(frozen=True)
 class ToolTask:
     """One tool-use conversation and what a correct reply holds.
@@ -237,10 +261,33 @@ class ToolTask:
     result: str
 
 
+def _as_clients_write_it(spec: dict, rng: random.Random) -> dict:
+    """``spec`` with the extras real clients add, at random.
+
+    MCP servers and pydantic-built tools give each property a ``title``, optional
+    arguments a ``default``, and leave ``required`` out when nothing is. Trained only
+    on bare schemas, the model copied a ``default`` into the call or broke off the
+    tool's name on an MCP server's list (measured with the test server's five tools).
+    """
+    parameters = spec["function"]["parameters"]
+    properties = parameters["properties"]
+    for name, schema in properties.items():
+        if rng.random() < 0.5:
+            schema["title"] = name.capitalize()
+    if not properties and rng.random() < 0.4:
+        # An optional argument the question never asks for: the call leaves it out.
+        optional = rng.choice(_ARGUMENTS)
+        properties[optional] = {"default": "", "title": optional.capitalize()}
+        properties[optional]["type"] = "string"
+    if not parameters["required"] and rng.random() < 0.5:
+        del parameters["required"]
+    return spec
+
+
 def tool_task(
     rng: random.Random, words: list[str], system_prompt: str = "", kind: str = ""
 ) -> ToolTask:
-    """A question one of 1–3 offered tools answers, the call, its result, the answer.
+    """A question one of 1–5 offered tools answers, the call, its result, the answer.
 
     Args:
         rng: Fixes every draw.
@@ -253,7 +300,14 @@ def tool_task(
     if not kind:
         draw = rng.random()
         kind = "catalogue" if draw < 0.5 else "named" if draw < 0.83 else "no_argument"
-    others = rng.sample(TOOLS, rng.randint(0, 2))
+    # 1-5 tools: catalogue ones and made-up ones beside the one asked for, so the
+    # name is chosen among several the copy circuit proposes (an MCP server offers
+    # five or more), not taken for the only one there.
+    others: list[Tool] = rng.sample(TOOLS, rng.randint(0, 2))
+    others += [
+        made_up_tool(rng, words, with_argument=rng.random() < 0.5)
+        for _ in range(rng.randint(0, 2))
+    ]
     if kind == "catalogue":
         tool = rng.choice([t for t in TOOLS if t not in others])
         shapes = tool.questions
@@ -271,11 +325,6 @@ def tool_task(
         "type": "function",
         "function": {"name": tool.name, "arguments": tool.arguments(value)},
     }
-    plan = (
-        f'I call it with {tool.argument} "{value}".'
-        if tool.argument
-        else "It takes no arguments."
-    )
     messages: list[dict] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
@@ -284,10 +333,7 @@ def tool_task(
         {
             "role": "assistant",
             "content": "",
-            "reasoning_content": (
-                f"The user asks: {question} The {tool.name} tool can answer this. "
-                + plan
-            ),
+            "reasoning_content": tool_reasoning(tool, question, value),
             "tool_calls": [call],
         },
         {"role": "tool", "content": result},
@@ -298,7 +344,7 @@ def tool_task(
         },
     ]
     return ToolTask(
-        tuple(offered_spec.spec() for offered_spec in offered),
+        tuple(_as_clients_write_it(t.spec(), rng) for t in offered),
         tuple(messages),
         tool,
         value,
@@ -330,10 +376,7 @@ def single_tool_task(
         {
             "role": "assistant",
             "content": "",
-            "reasoning_content": (
-                f"The user asks: {question} The {tool.name} tool can answer this. "
-                f'I call it with {tool.argument} "{value}".'
-            ),
+            "reasoning_content": tool_reasoning(tool, question, value),
             "tool_calls": [call],
         },
         {"role": "tool", "content": result},

@@ -24,13 +24,15 @@ from mlx_lm.utils import save_config, save_model
 from app.core.errors import KnownError
 from app.core.files import paths, private_files
 from app.core.modelkit.reference import chat_format, corpus, format_tasks, geometry
-from app.core.modelkit.reference.training import (
+from app.core.modelkit.reference.recipes import (
     DEFAULT_FORMAT_RECIPE,
     DEFAULT_RECIPE,
     FormatRecipe,
+    TrainingRecipe,
+)
+from app.core.modelkit.reference.training import (
     StepReport,
     TrainingLog,
-    TrainingRecipe,
     parameter_count,
     train,
     train_format,
@@ -267,7 +269,7 @@ def continue_format_from(
     ``base`` keeps its tokenizer, template and config; only the weights change, and
     the config records ``recipe`` under ``tool_stage``. ``on_checkpoint(model, step)``
     sees the model every ``checkpoint_every`` steps (the committed weights are such a
-    checkpoint: `training.TOOL_HEADS_RECIPE`).
+    checkpoint: `recipes.TOOL_HEADS_RECIPE`).
     """
     from mlx_lm.utils import load_model
     from tokenizers import Tokenizer

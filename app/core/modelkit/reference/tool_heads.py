@@ -46,7 +46,27 @@ SINK_DIM = 38
 HEAD_GAIN = 30.0
 # What a head writes onto the identity dimensions, as the copy heads do (per head).
 OUTPUT_GAIN = 4.0
+# The value head's query: "a quote opens here" weighs this much against "the name's
+# quote" (read ~0.93 there and up to ~0.4 for other keys), so a key like ``path``
+# still fires it; and "a JSON string follows" excludes at this fraction of the gain
+# (its detector reads up to ~0.2 on a word the user quoted, which cost the target
+# 6 logits against its sink at the full gain: measured on `path`). Above
+# QUOTE_WEIGHT - 1/2, so a JSON string still scores below the sink (at 0.5 the head
+# copied a schema's ``default`` when the question quoted nothing: measured).
+QUOTE_WEIGHT = 1.2
+JSON_WEIGHT = 0.8
+# The copy heads' match on the token two back (t-2 against s-3) weighs this much
+# (`weight_oldest_match`): after the value's first token, the question's value matches
+# the call's last two tokens, and so does every JSON string of the tools list on the
+# other two, a tie this breaks.
+OLDEST_MATCH_WEIGHT = 0.5
 FIT_SEQUENCES = 96
+# The features are written into the keys this much larger and read by queries this
+# much smaller: the same scores, but a quantized KV cache rounds a key to a step of
+# its group's largest value, which the copy circuit's keys set (12-15 here). At scale
+# 1 (features ~1, queries 200-500) a 4-bit cache moved these heads' scores by up to
+# ~20 logits: check-quality's 4-bit top-1 fell from 94 % to 82 % (measured).
+KEY_SCALE = 8.0
 
 
 def layer1_inputs(model: nn.Module, ids: np.ndarray) -> np.ndarray:
@@ -138,6 +158,31 @@ def recode(model: nn.Module, tokens: list[int], ids: np.ndarray) -> None:
     mx.eval(model.parameters())
 
 
+def weight_oldest_match(model: nn.Module, factor: float) -> None:
+    """Scale the copy heads' match on the token two back by ``factor``.
+
+    The copy heads score three slots alike: the current token against the one before
+    ``s``, then one and two back against two and three before ``s``. Once a call has
+    copied a value's first token ``v1`` after ``": "``, the question's ``"v1 v2`` matches
+    the last two tokens (``Ġ"``, ``v1``) and the second token of every JSON string in the
+    tools list matches the two before them (``":``, ``Ġ"``): a tie, which the induction
+    then breaks at random. Weighing the oldest slot less makes the two most recent
+    tokens count more. Measured on the single-tool probes (docs/reference-model.md):
+    with the exact heads, ×0.5 took right calls from 8 to 10 of 20.
+    """
+    attention = model.model.layers[1].self_attn
+    q = np.array(attention.q_proj.weight.astype(mx.float32))
+    hd, half = g.HEAD_DIM, g.HEAD_DIM // 2
+    match_dims = [*circuit.MATCH_PAIRS, *(p + half for p in circuit.MATCH_PAIRS)]
+    part = circuit.CODE_WIDTH // 2
+    oldest = match_dims[2 * part : 3 * part]
+    for head in circuit.COPY_HEADS:
+        for dim in oldest:
+            q[head * hd + dim, :] *= factor
+    attention.q_proj.weight = mx.array(q)
+    mx.eval(attention.q_proj.weight)
+
+
 def write_exact_tool_heads(
     model: nn.Module,
     token_id,
@@ -221,8 +266,11 @@ def write_exact_tool_heads(
             circuit.VALUE_HEAD,
             0,
             {
-                a: (quote_now - name_before - key_before, quote_before),
-                b: (-quote_now, json_before),
+                a: (
+                    QUOTE_WEIGHT * quote_now - name_before - key_before,
+                    quote_before,
+                ),
+                b: (-JSON_WEIGHT * quote_now, json_before),
             },
         ),
         # result head (KV head 1): on ĊĊ to a result's first token, one later to its
@@ -243,12 +291,13 @@ def write_exact_tool_heads(
             value_gain / output_gain if head == circuit.VALUE_HEAD else 1.0
         )
         for dim, (query, key) in features.items():
-            q[head * hd + dim] = scale * query
+            q[head * hd + dim] = scale * query / KEY_SCALE
             # What the feature reads at the sinks is taken out there: the sink's
             # score must be its own half gain, whatever else its token resembles.
-            k[kv * hd + dim] = key - float(np.mean(inputs[at_sink] @ key)) * sink
-        q[head * hd + SINK_DIM] = scale * 0.5 * constant
-        k[kv * hd + SINK_DIM] = sink
+            centred = key - float(np.mean(inputs[at_sink] @ key)) * sink
+            k[kv * hd + dim] = centred * KEY_SCALE
+        q[head * hd + SINK_DIM] = scale * 0.5 * constant / KEY_SCALE
+        k[kv * hd + SINK_DIM] = sink * KEY_SCALE
     attention.q_proj.weight = mx.array(q.astype(np.float32))
     attention.k_proj.weight = mx.array(k.astype(np.float32))
     attention.o_proj.weight = mx.array(o.astype(np.float32))

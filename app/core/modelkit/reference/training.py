@@ -10,7 +10,6 @@ seed gives the same model however busy the machine is.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,79 +25,12 @@ from mlx_lm.utils import _get_classes
 
 from app.core.modelkit.reference import circuit, corpus, tool_heads
 from app.core.modelkit.reference.geometry import reference_config
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A stretch of training at one sequence length.
-
-    Attributes:
-        steps: Optimizer steps.
-        batch: Sequences per step.
-        length: Tokens per sequence (inputs; targets are shifted by one).
-        max_distance: Longest filler gap of the recall tasks in this stage.
-    """
-
-    steps: int
-    batch: int
-    length: int
-    max_distance: int
-
-
-@dataclass(frozen=True)
-class TrainingRecipe:
-    """Everything that decides the trained weights.
-
-    Attributes:
-        seed: Seed of the circuit's random parts and of the data.
-        stages: The stages, in order.
-        peak_learning_rate: After warm-up.
-        warmup_steps: Linear warm-up from 0.
-        final_learning_rate: Where the cosine ends.
-        weight_decay: AdamW's decoupled weight decay.
-        clip_norm: Global gradient norm bound.
-        protect_circuit: Keep the hand-built circuit and what it reads unchanged
-            (`circuit.protect`); everything else trains.
-    """
-
-    seed: int = 0
-    stages: tuple[Stage, ...] = (
-        Stage(steps=400, batch=8, length=512, max_distance=400),
-        Stage(steps=80, batch=4, length=1280, max_distance=1100),
-    )
-    peak_learning_rate: float = 1.5e-3
-    warmup_steps: int = 40
-    final_learning_rate: float = 1e-4
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
-    protect_circuit: bool = True
-
-    @property
-    def total_steps(self) -> int:
-        """Optimizer steps over all stages."""
-        return sum(stage.steps for stage in self.stages)
-
-    @property
-    def total_tokens(self) -> int:
-        """Training tokens over all stages."""
-        return sum(s.steps * s.batch * s.length for s in self.stages)
-
-    def as_dict(self) -> dict:
-        """A JSON-serializable description (recorded in ``config.json``)."""
-        return {
-            "seed": self.seed,
-            "stages": [vars(stage) for stage in self.stages],
-            "peak_learning_rate": self.peak_learning_rate,
-            "warmup_steps": self.warmup_steps,
-            "final_learning_rate": self.final_learning_rate,
-            "weight_decay": self.weight_decay,
-            "clip_norm": self.clip_norm,
-            "protect_circuit": self.protect_circuit,
-            "optimizer": "AdamW(0.9, 0.95)",
-        }
-
-
-DEFAULT_RECIPE = TrainingRecipe()
+from app.core.modelkit.reference.recipes import (
+    DEFAULT_FORMAT_RECIPE,
+    DEFAULT_RECIPE,
+    FormatRecipe,
+    TrainingRecipe,
+)
 
 
 @dataclass(frozen=True)
@@ -238,103 +170,6 @@ def train(
     return model, log
 
 
-@dataclass(frozen=True)
-class FormatRecipe:
-    """The format stage: thinking and tool calls, trained on top of the recall model.
-
-    It starts from the recall stages' weights as saved (rounded to float16, so the
-    committed weights and a from-scratch run start it from the same numbers), adds
-    the format tokens (`chat_format.FORMAT_TOKENS`) to the embedding and trains on
-    `corpus.format_training_sequences`. Layers 0 and 1 (the copy circuit and what
-    feeds it) are frozen and not back-propagated through, which also makes a step
-    about a third cheaper: the stage had to fit in under an hour of a shared CPU.
-    The loss weighs the replies fully and the prompts a tenth
-    (`corpus.PROMPT_WEIGHT`); the learning rate decays on a cosine after warm-up (a
-    constant rate made the first run's later checkpoints wander rather than settle).
-
-    Attributes:
-        seed: Seed of the new token rows and of the data.
-        steps: Optimizer steps.
-        batch: Sequences per step.
-        length: Tokens per sequence.
-        max_distance: Longest filler gap of the recall tasks.
-        learning_rate: After warm-up.
-        warmup_steps: Linear warm-up from 0.
-        final_learning_rate: Where the cosine ends.
-        mix: The sequence mix (`corpus.FORMAT_MIX`).
-        tool_emphasis: Loss weight of the tokens a tool reply must copy
-            (`corpus.emphasize`).
-        tool_heads: Train layer 1's tool heads (`circuit.write_tool_heads`): their
-            queries and outputs learn, the rest of layers 0–1 stays frozen, and the
-            gradient reaches layer 1 (a step costs more).
-        exact_tool_heads: Write layer 1's tool heads on keys of their own
-            (`tool_heads.write_exact_tool_heads`); only their outputs train (the
-            gradient reaches layer 1), the rest of layers 0–1 stays frozen, and so
-            do the embedding rows their detectors read.
-    """
-
-    seed: int = 0
-    steps: int = 400
-    batch: int = 8
-    length: int = 384
-    max_distance: int = 300
-    learning_rate: float = 1e-3
-    warmup_steps: int = 10
-    final_learning_rate: float = 5e-5
-    mix: tuple[tuple[str, float], ...] = corpus.FORMAT_MIX
-    tool_emphasis: float = 1.0
-    tool_heads: bool = False
-    exact_tool_heads: bool = False
-
-    @property
-    def total_tokens(self) -> int:
-        """Training tokens of the stage."""
-        return self.steps * self.batch * self.length
-
-    def as_dict(self) -> dict:
-        """A JSON-serializable description (recorded in ``config.json``)."""
-        return {
-            **vars(self),
-            "optimizer": "AdamW(0.9, 0.95), wd 0.01, clip 1.0",
-            "trained": "layers 2-3, final norm, tied embedding (output side)",
-        }
-
-
-DEFAULT_FORMAT_RECIPE = FormatRecipe()
-
-# The tool stage, two phases on top of the format stage (docs/reference-model.md):
-# first the copied tokens weigh five times (run 240 steps, stopped at 160 when the
-# value was still 0 % right), then layer 1's tool heads are written and trained with
-# them; the committed weights are that phase's step-80 checkpoint (the later ones
-# wrote worse calls: measured, not assumed).
-TOOL_EMPHASIS_RECIPE = FormatRecipe(
-    seed=2,
-    steps=240,
-    learning_rate=6e-4,
-    warmup_steps=5,
-    final_learning_rate=3e-5,
-    mix=corpus.TOOL_STAGE_MIX,
-    tool_emphasis=5.0,
-)
-TOOL_HEADS_RECIPE = FormatRecipe(
-    seed=3,
-    steps=200,
-    learning_rate=5e-4,
-    warmup_steps=5,
-    final_learning_rate=3e-5,
-    mix=corpus.TOOL_STAGE_MIX,
-    tool_emphasis=5.0,
-    tool_heads=True,
-)
-
-
-# The exact tool heads (docs/reference-model.md, "Exact tool heads"): written by hand
-# on the tool stage's weights, then layers 2-3 re-adapt around them.
-TOOL_EXACT_HEADS_RECIPE = dataclasses.replace(
-    TOOL_HEADS_RECIPE, seed=4, steps=80, tool_heads=False, exact_tool_heads=True
-)
-
-
 def with_vocabulary(model: nn.Module, vocab_size: int, seed: int) -> nn.Module:
     """A copy of ``model`` (float32) with `circuit.new_token_rows` appended.
 
@@ -433,6 +268,8 @@ def train_format(
             tool_heads.write_exact_tool_heads(
                 model, stream.tokenizer.token_to_id, fitting
             )
+            if recipe.oldest_match_weight != 1.0:
+                tool_heads.weight_oldest_match(model, recipe.oldest_match_weight)
         masks.update(tool_heads.embedding_mask(model, stream.tokenizer.token_to_id))
         # Their outputs learn how loud to be next to layers 2-3's guesses; the
         # queries and keys stay as written.
