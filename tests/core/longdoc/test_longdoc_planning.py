@@ -329,7 +329,10 @@ def test_a_cancel_during_a_long_prefill_ends_the_run_within_a_second(engine, tmp
         finished = events[-1]
         assert finished.cancelled and finished.next_segment == 1
         assert len(store.document_segments(finished.document_id)) == 1
-    assert first.prefill_s > 1.5  # a segment's prefill takes seconds uncancelled
+    # The cancel cuts the prefill short rather than waiting for it: the first
+    # segment's prefill, uncancelled in the same run, takes several times as long.
+    # (An absolute "over 1.5 s" failed on an idle machine at 1.49 s.)
+    assert took < first.prefill_s / 3, (took, first.prefill_s)
     assert took < 1.0, f"the run ended {took:.2f} s after the cancel"
 
 

@@ -181,11 +181,13 @@ def test_stop_during_a_segments_prefill_answers_within_a_second_and_resume_finis
     took = time.perf_counter() - stopped_at
     conversation_id, finished = got.args
     assert finished.cancelled and finished.next_segment == 1
-    # The first segment's prefill took seconds; the stop came back within one.
-    assert first[0].prefill_s > 1.5, first[0]
+    # The stop cut the prefill short: the first segment's, uncancelled, took several
+    # times as long (an absolute "over 1.5 s" fails on a fast idle machine), and the
+    # stop came back within a second.
     print(
         f"stop answered in {took:.3f} s; segment 1 prefill {first[0].prefill_s:.2f} s"
     )
+    assert took < first[0].prefill_s / 3, first[0]
     assert took < 1.0, f"stop took {took:.2f} s"
     (document,) = store.documents(conversation_id)
     assert document.status == "interrupted"

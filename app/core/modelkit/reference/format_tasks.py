@@ -4,9 +4,10 @@ Three things the reference model learns from these, on top of its recall:
 
 * **Thinking**: with the switch on, a reply starts with ``<think>``, a short reasoning
   block in a few fixed shapes that restates the question (or, before a call, the
-  value it asks about) and where its answer is, ``</think>``, then the answer; with it off, the prompt already holds the empty block
-  and the answer follows directly. The recall tasks (`recall_tasks`) are rendered both
-  ways, so the answers after reasoning are the same answers the probes score.
+  value it asks about) and where its answer is, ``</think>``, then the answer; with
+  it off, the prompt already holds the empty block and the answer follows directly.
+  The recall tasks (`recall_tasks`) are rendered both ways, so the answers after
+  reasoning are the same answers the probes score.
 * **Calling a tool**: given 1–5 tools and a question that one of them answers, the
   reply is a ``<tool_call>`` naming that tool, its argument copied from the question.
   Half the tools come from a fixed catalogue asked in plain words ("What is the
@@ -277,8 +278,11 @@ def _as_clients_write_it(spec: dict, rng: random.Random) -> dict:
     if not properties and rng.random() < 0.4:
         # An optional argument the question never asks for: the call leaves it out.
         optional = rng.choice(_ARGUMENTS)
-        properties[optional] = {"default": "", "title": optional.capitalize()}
-        properties[optional]["type"] = "string"
+        properties[optional] = {
+            "default": "",
+            "title": optional.capitalize(),
+            "type": "string",
+        }
     if not parameters["required"] and rng.random() < 0.5:
         del parameters["required"]
     return spec
