@@ -57,6 +57,19 @@ NOISE = 0.002
 COPY_HEADS = (0, 2)
 
 
+def match_slot_dims(position: int) -> list[int]:
+    """The copy heads' rows (rotary dimensions) matching the token ``position`` back.
+
+    Position 0 holds the current token against the one before ``s``, 1 and 2 the
+    tokens one and two back against two and three before ``s``; one row per code
+    dimension a copy head reads, on the slow `MATCH_PAIRS`.
+    """
+    half = g.HEAD_DIM // 2
+    match_dims = [*MATCH_PAIRS, *(p + half for p in MATCH_PAIRS)]
+    part = CODE_WIDTH // 2
+    return match_dims[position * part : (position + 1) * part]
+
+
 def _rotary_frequencies() -> np.ndarray:
     half = g.HEAD_DIM // 2
     return g.ROPE_THETA ** (-2.0 * np.arange(half) / g.HEAD_DIM)
@@ -109,13 +122,12 @@ def circuit_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
     # Layer 1: copy heads 0 (KV head 0) and 2 (KV head 1), 16 code dimensions each.
     q1, k1 = np.zeros((4 * hd, d)), np.zeros((2 * hd, d))
     v1, o1 = np.zeros((2 * hd, d)), np.zeros((d, 4 * hd))
-    match_dims = [*MATCH_PAIRS, *(p + half for p in MATCH_PAIRS)]
     part = CODE_WIDTH // 2
     scale1 = _norm_scale(1.0 + 1.0 + 3.0)
     for head, kv in zip(COPY_HEADS, (0, 1), strict=True):
         codes = range(kv * part, (kv + 1) * part)
         for position in range(3):
-            dims = match_dims[position * part : (position + 1) * part]
+            dims = match_slot_dims(position)
             for c, dim in zip(codes, dims, strict=True):
                 if position == 0:  # the current token: its code from its identity
                     q1[head * hd + dim, IDENTITY] = MATCH_GAIN * code[c]
@@ -260,7 +272,7 @@ def write_tool_heads(model: nn.Module, token_id: Callable[[str], int]) -> None:
         model: A reference model in the format (its tokenizer has the format tokens).
         token_id: Token string → id in the model's tokenizer.
     """
-    hd, half, part = g.HEAD_DIM, g.HEAD_DIM // 2, CODE_WIDTH // 2
+    hd, part = g.HEAD_DIM, CODE_WIDTH // 2
     embedding = np.array(model.model.embed_tokens.weight.astype(mx.float32))
     identity = {}
     codes = {}
@@ -280,8 +292,7 @@ def write_tool_heads(model: nn.Module, token_id: Callable[[str], int]) -> None:
     attention = model.model.layers[1].self_attn
     q = np.array(attention.q_proj.weight.astype(mx.float32))
     o = np.array(attention.o_proj.weight.astype(mx.float32))
-    match_dims = [*MATCH_PAIRS, *(p + half for p in MATCH_PAIRS)]
-    dims = [match_dims[p * part : (p + 1) * part] for p in range(3)]
+    dims = [match_slot_dims(p) for p in range(3)]
     gain = TOOL_HEAD_GAIN * MATCH_GAIN
     for head in (VALUE_HEAD, RESULT_HEAD):
         q[head * hd : (head + 1) * hd] = 0.0

@@ -174,13 +174,9 @@ def weight_oldest_match(model: nn.Module, factor: float) -> None:
     """
     attention = model.model.layers[1].self_attn
     q = np.array(attention.q_proj.weight.astype(mx.float32))
-    hd, half = g.HEAD_DIM, g.HEAD_DIM // 2
-    match_dims = [*circuit.MATCH_PAIRS, *(p + half for p in circuit.MATCH_PAIRS)]
-    part = circuit.CODE_WIDTH // 2
-    oldest = match_dims[2 * part : 3 * part]
     for head in circuit.COPY_HEADS:
-        for dim in oldest:
-            q[head * hd + dim, :] *= factor
+        for dim in circuit.match_slot_dims(2):
+            q[head * g.HEAD_DIM + dim, :] *= factor
     attention.q_proj.weight = mx.array(q)
     mx.eval(attention.q_proj.weight)
 

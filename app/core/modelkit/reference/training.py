@@ -268,8 +268,7 @@ def train_format(
             tool_heads.write_exact_tool_heads(
                 model, stream.tokenizer.token_to_id, fitting
             )
-            if recipe.oldest_match_weight != 1.0:
-                tool_heads.weight_oldest_match(model, recipe.oldest_match_weight)
+            tool_heads.weight_oldest_match(model, recipe.oldest_match_weight)
         masks.update(tool_heads.embedding_mask(model, stream.tokenizer.token_to_id))
         # Their outputs learn how loud to be next to layers 2-3's guesses; the
         # queries and keys stay as written.
